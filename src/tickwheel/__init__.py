@@ -1,0 +1,43 @@
+"""tickwheel: Kafka's hierarchical timing wheel for Python, with a Cython core.
+
+>>> from tickwheel import MockTimer
+>>> timer = MockTimer()
+>>> task = timer.schedule(30, print, "fired at 30 ms")
+>>> timer.advance_clock(30)
+fired at 30 ms
+True
+"""
+
+from __future__ import annotations
+
+from ._impl import (
+    DEFAULT_TICK_MS,
+    DEFAULT_WHEEL_SIZE,
+    MAX_DELAY_MS,
+    USE_EXTENSIONS,
+    DelayQueue,
+    TaskCounter,
+    TimerTask,
+    TimerTaskEntry,
+    TimerTaskList,
+    TimingWheel,
+)
+from .timer import MockTimer, SystemTimer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_TICK_MS",
+    "DEFAULT_WHEEL_SIZE",
+    "MAX_DELAY_MS",
+    "USE_EXTENSIONS",
+    "DelayQueue",
+    "MockTimer",
+    "SystemTimer",
+    "TaskCounter",
+    "TimerTask",
+    "TimerTaskEntry",
+    "TimerTaskList",
+    "TimingWheel",
+    "__version__",
+]

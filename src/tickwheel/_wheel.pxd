@@ -1,0 +1,120 @@
+# Hierarchical timing wheel (Kafka's kafka.utils.timer), compiled core.
+#
+# Picture, tick_ms=1, wheel_size=20 (Kafka's defaults):
+#
+#   level 0: 20 buckets x 1 ms      covers [now, now + 20 ms)
+#   level 1: 20 buckets x 20 ms     covers [now, now + 400 ms)   (created on demand)
+#   level 2: 20 buckets x 400 ms    covers [now, now + 8 s)      (created on demand)
+#   ...
+#
+# A bucket (TimerTaskList) is a circular doubly-linked list with a sentinel root.
+# Worked example: at time 1000 a task due at 1347 is too far for level 0
+# (1000 + 20), so it goes to level 1, bucket (1347 // 20) % 20 = 7, whose slot
+# starts at 1340.  The bucket, not the task, is queued in the DelayQueue at
+# 1340.  When the clock reaches 1340 the driver polls that bucket, advances
+# every level to 1340 and re-adds its tasks: 1347 now fits level 0 (bucket 7
+# of slot 1347).  At 1347 it is polled again and the task is refused by the
+# wheel ("already due"), so the driver runs it.
+#
+# Costs: add O(levels); cancel O(1) (unlink); the queue holds buckets, at
+# most levels x wheel_size of them, so the driver wakes once per due slot.
+#
+# Thread-safety contract: the structures are not thread-safe by themselves.
+# Every mutation here is C code that runs no Python code half-way (allocation
+# happens before links are touched; user objects are released only after the
+# structure is consistent), so the GIL serialises TimerCore, TimerTask.cancel
+# and the runner.  The pure-Python twin takes a module lock instead.
+#
+# Memory: a pending TimerTask is one object of 80 bytes (no GC header: the
+# node types are @no_gc and break their rings explicitly).  No cdef methods
+# live on the node classes, so they carry no vtable pointer.
+
+from libc.stdint cimport int64_t
+
+cimport cython
+
+
+@cython.final
+@cython.no_gc
+cdef class TaskCounter:
+    cdef public Py_ssize_t value
+
+
+@cython.no_gc
+cdef class TimerTaskEntry:
+    cdef int64_t _expiration_ms
+    cdef TimerTaskEntry _prev
+    cdef TimerTaskEntry _next
+    cdef TimerTaskList _list
+
+
+@cython.no_gc
+cdef class TimerTask(TimerTaskEntry):
+    cdef object _fn
+    cdef tuple _args
+    cdef double _delay_ms
+    cdef unsigned char _state
+    cdef unsigned char _spent         # callable released: cannot be re-added
+    cdef unsigned char _delay_is_int  # delay_ms reads back as int
+
+
+@cython.final
+@cython.no_gc
+cdef class TimerTaskList:
+    cdef TimerTaskEntry _root
+    cdef TaskCounter _counter
+    cdef int64_t _expiration_ms
+    cdef int64_t _seq
+    cdef Py_ssize_t _size
+    cdef bint _has_expiration
+
+    cdef void _link(self, TimerTaskEntry entry) noexcept
+    cdef void _unlink(self, TimerTaskEntry entry) noexcept
+    cdef void _clear(self) noexcept
+    cdef bint _set_expiration(self, int64_t expiration_ms) noexcept
+
+
+@cython.final
+@cython.no_gc
+cdef class DelayQueue:
+    cdef list _heap
+    cdef int64_t _seq
+
+    cdef bint _offer(self, TimerTaskList bucket) except -1
+    cdef TimerTaskList _pop(self)
+
+
+@cython.final
+@cython.no_gc
+cdef class TimingWheel:
+    cdef int64_t _tick_ms
+    cdef int64_t _wheel_size
+    cdef int64_t _interval_ms
+    cdef int64_t _current_time_ms
+    cdef list _buckets
+    cdef TimingWheel _overflow
+    cdef TaskCounter _counter
+    cdef DelayQueue _queue
+
+    cdef bint _add(self, TimerTaskEntry entry) except -1
+    cdef void _advance(self, int64_t time_ms) noexcept
+    cdef Py_ssize_t _linked(self) noexcept
+
+
+cdef class TimerCore:
+    cdef object _clock
+    cdef bint _fast_clock
+    cdef bint _manual
+    cdef bint _closed
+    cdef int64_t _manual_now_ns
+    cdef int64_t _tick_ms
+    cdef TaskCounter _counter
+    cdef DelayQueue _queue
+    cdef TimingWheel _wheel
+    cdef TimerTaskList _expired
+    cdef list _ready
+
+    cdef int64_t _now_ns(self) except? -1
+    cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs)
+    cdef int _add(self, TimerTask task, int64_t delay_ns) except -1
+    cdef void _expire(self, TimerTask task) noexcept

@@ -1,0 +1,1139 @@
+"""Compiled core of tickwheel: buckets, timing wheels, bucket queue, timer core.
+
+See ``_wheel.pxd`` for the design picture and the thread-safety contract, and
+``_wheel_py.py`` for the pure-Python twin that mirrors every name here.
+"""
+
+cimport cython
+from libc.math cimport ceil, isinf, isnan
+from libc.stdint cimport int64_t
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+
+import numbers
+import operator
+import time
+from functools import partial
+
+__all__ = [
+    "DEFAULT_TICK_MS",
+    "DEFAULT_WHEEL_SIZE",
+    "MAX_DELAY_MS",
+    "DelayQueue",
+    "TaskCounter",
+    "TimerCore",
+    "TimerTask",
+    "TimerTaskEntry",
+    "TimerTaskList",
+    "TimingWheel",
+]
+
+DEFAULT_TICK_MS = 1
+DEFAULT_WHEEL_SIZE = 20
+MAX_DELAY_MS = 2**62 // 1_000_000
+
+# Compile-time constants: dividing by NS_PER_MS becomes a multiply-shift.
+cdef enum:
+    NS_PER_MS = 1_000_000
+cdef int64_t C_MAX_DELAY_MS = 2**62 // 1_000_000
+cdef int64_t C_MAX_TIME_MS = 2**62 // 1_000_000
+
+# Task states; a task is counted by len(timer) while PENDING or EXPIRED.
+cdef enum:
+    IDLE = 0
+    PENDING = 1
+    EXPIRED = 2
+    RUNNING = 3
+    DONE = 4
+    CANCELLED = 5
+
+_STATE_NAMES = ("idle", "pending", "expired", "running", "done", "cancelled")
+
+# Cached module-level callables (uvloop's "cdef object" aliases).
+cdef object _monotonic_ns = time.monotonic_ns
+cdef object _index = operator.index
+cdef object _partial = partial
+cdef object _Real = numbers.Real
+
+cdef extern from *:
+    """
+    static inline int64_t tw_monotonic_ns(void) {
+    #if PY_VERSION_HEX >= 0x030D0000
+        PyTime_t t;
+        if (PyTime_MonotonicRaw(&t) < 0) { return -1; }
+        return (int64_t)t;
+    #else
+        return (int64_t)_PyTime_GetMonotonicClock();
+    #endif
+    }
+    """
+    int64_t tw_monotonic_ns() nogil
+
+
+@cython.cdivision(True)
+cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
+    # Python's floor division for b > 0 (C truncates toward zero).
+    cdef int64_t q = a / b
+    if a % b != 0 and a < 0:
+        q -= 1
+    return q
+
+
+cdef inline int64_t _ceil_to(int64_t a, int64_t b) noexcept nogil:
+    return -_floordiv(-a, b) * b
+
+
+cdef int64_t _check_time(object value, str name) except? -1:
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    result = _index(value)
+    if not -C_MAX_TIME_MS <= result <= C_MAX_TIME_MS:
+        raise OverflowError(f"{name}={value!r} is out of range")
+    return result
+
+
+cdef int64_t _check_positive(object value, str name, int64_t minimum) except? -1:
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    result = _index(value)
+    if result < minimum or result > C_MAX_TIME_MS:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return result
+
+
+cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
+    """Validate a delay in milliseconds and return it in nanoseconds (rounded up).
+
+    With ``task``, also store the delay on it (as given: int or float).
+    """
+    cdef long long value
+    cdef int overflow = 0
+    cdef double d
+    if type(delay_ms) is int:
+        value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
+        if overflow == 0 and -C_MAX_DELAY_MS <= value <= C_MAX_DELAY_MS:
+            if task is not None:
+                task._delay_ms = <double>value
+                task._delay_is_int = True
+            return value * NS_PER_MS
+        raise OverflowError(
+            f"delay_ms={delay_ms!r} is out of range [-{MAX_DELAY_MS}, {MAX_DELAY_MS}]"
+        )
+    if type(delay_ms) is float:
+        d = delay_ms
+    elif isinstance(delay_ms, bool):
+        raise TypeError(f"delay_ms must be a number of milliseconds, got {delay_ms!r}")
+    elif hasattr(type(delay_ms), "__index__"):
+        return _delay_to_ns(_index(delay_ms), task)
+    elif not isinstance(delay_ms, _Real):
+        raise TypeError(f"delay_ms must be a number of milliseconds, got {delay_ms!r}")
+    else:
+        d = float(delay_ms)
+    if isnan(d) or isinf(d):
+        raise ValueError(f"delay_ms must be finite, got {delay_ms!r}")
+    if not -<double>C_MAX_DELAY_MS <= d <= <double>C_MAX_DELAY_MS:
+        raise OverflowError(
+            f"delay_ms={delay_ms!r} is out of range [-{MAX_DELAY_MS}, {MAX_DELAY_MS}]"
+        )
+    if task is not None:
+        task._delay_ms = d
+        task._delay_is_int = False
+    return <int64_t>ceil(d * <double>NS_PER_MS)
+
+
+cdef inline void _release(TimerTask task) noexcept:
+    # Drop the callable so no cycle through this (untracked) node survives.
+    if task._fn is not None:
+        task._spent = True
+        task._args = ()
+        task._fn = None
+
+
+@cython.final
+@cython.no_gc
+cdef class TaskCounter:
+    """A count of tasks shared by every bucket of one timer (Kafka's taskCounter)."""
+
+    def __repr__(self):
+        return f"<TaskCounter value={self.value}>"
+
+
+@cython.no_gc
+cdef class TimerTaskEntry:
+    """A node of a TimerTaskList: an absolute expiration plus prev/next links."""
+
+    def __init__(self, expiration_ms=0):
+        self._expiration_ms = _check_time(expiration_ms, "expiration_ms")
+
+    @property
+    def expiration_ms(self):
+        """Absolute expiration on the wheel's clock, in milliseconds."""
+        return self._expiration_ms
+
+    @expiration_ms.setter
+    def expiration_ms(self, value):
+        if self._next is not None:
+            raise RuntimeError("cannot change expiration_ms of a linked entry")
+        self._expiration_ms = _check_time(value, "expiration_ms")
+
+    @property
+    def list(self):
+        """The bucket this entry is linked in, or None."""
+        return self._list if self._next is not None else None
+
+    @property
+    def task(self):
+        """The task this entry schedules: the entry itself for a TimerTask."""
+        return self if isinstance(self, TimerTask) else None
+
+    def __repr__(self):
+        return f"<{type(self).__name__} expiration_ms={self._expiration_ms}>"
+
+
+@cython.no_gc
+cdef class TimerTask(TimerTaskEntry):
+    """A task to run once after ``delay_ms`` milliseconds.
+
+    Pass a callable (and its arguments), or subclass and override :meth:`run`.
+    A task is its own node in the timer's bucket list, so a pending timer is
+    one object.  When a callable-backed task has run or been cancelled, the
+    callable and its arguments are released (breaking reference cycles such
+    as ``obj._timeout = timer.schedule(5, obj.on_timeout)``), and adding it
+    again raises; a subclass that overrides :meth:`run` can be re-added.
+
+    Runtime complexity: O(1) to create and to cancel.
+
+    >>> task = TimerTask(10, print, "hello")
+    >>> task.delay_ms, task.pending, task.cancelled
+    (10, False, False)
+
+    :param delay_ms: delay in milliseconds (int or float); negative means due
+    :param fn: callable to run, or None when a subclass overrides run()
+    :raises TypeError: if ``fn`` is not callable or ``delay_ms`` not a number
+    :raises ValueError: if ``delay_ms`` is NaN or infinite
+    """
+
+    def __init__(self, delay_ms, fn=None, /, *args, **kwargs):
+        _delay_to_ns(delay_ms, self)
+        if fn is not None and not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        if kwargs:
+            fn = _partial(fn, *args, **kwargs)
+            args = ()
+        self._fn = fn
+        self._args = args
+
+    @property
+    def delay_ms(self):
+        """The delay, in milliseconds, applied each time the task is added."""
+        if self._delay_is_int:
+            return <long long>self._delay_ms
+        return self._delay_ms
+
+    @delay_ms.setter
+    def delay_ms(self, value):
+        _delay_to_ns(value, self)
+
+    @property
+    def fn(self):
+        """The callable run() calls, or None (subclass, or released after use)."""
+        return self._fn
+
+    @property
+    def args(self):
+        """Positional arguments for fn."""
+        return self._args if self._args is not None else ()
+
+    @property
+    def cancelled(self):
+        """True if cancel() stopped this task from running."""
+        return self._state == CANCELLED
+
+    @property
+    def pending(self):
+        """True while the task is added and has neither started nor been cancelled."""
+        return self._state == PENDING or self._state == EXPIRED
+
+    @property
+    def done(self):
+        """True once run() has returned (or raised)."""
+        return self._state == DONE
+
+    @property
+    def state(self):
+        """One of idle, pending, expired, running, done, cancelled."""
+        return _STATE_NAMES[self._state]
+
+    def run(self):
+        """Run the task: call ``fn(*args)``.  Subclasses override this."""
+        fn = self._fn
+        if fn is not None:
+            fn(*self._args)
+
+    def cancel(self):
+        """Stop the task from running.
+
+        Runtime complexity: O(1) (unlinks the node from its bucket).
+
+        >>> TimerTask(5, print).cancel()   # never added: nothing to cancel
+        False
+
+        :return: True iff the task was pending and now never runs
+        """
+        cdef TimerTaskList bucket = self._list
+        if self._state == PENDING:
+            if bucket is not None and self._next is not None:
+                bucket._unlink(self)
+        elif self._state == EXPIRED:
+            if bucket is not None:
+                bucket._counter.value -= 1
+            self._list = None
+        else:
+            return False
+        self._state = CANCELLED
+        _release(self)
+        return True
+
+    def __repr__(self):
+        return (
+            f"<{type(self).__name__} delay_ms={self.delay_ms!r} "
+            f"state={_STATE_NAMES[self._state]} expiration_ms={self._expiration_ms}>"
+        )
+
+
+@cython.final
+@cython.no_gc
+cdef class TimerTaskList:
+    """A bucket: a circular doubly-linked list of entries with a sentinel root.
+
+    Runtime complexity: O(1) add and remove; flush is O(n).
+
+    :param counter: the TaskCounter shared by every bucket of one timer
+    """
+
+    def __cinit__(self, TaskCounter counter=None):
+        cdef TimerTaskEntry root = TimerTaskEntry.__new__(TimerTaskEntry)
+        root._prev = root
+        root._next = root
+        self._root = root
+        self._counter = counter if counter is not None else TaskCounter()
+
+    def __dealloc__(self):
+        # Entries keep their bucket alive, so this runs only for an empty
+        # bucket or from a wheel that already cleared it; break the sentinel's
+        # self-loop so it is freed too.
+        if self._root is not None:
+            self._root._prev = None
+            self._root._next = None
+
+    @property
+    def counter(self):
+        """The TaskCounter this bucket adds to and subtracts from."""
+        return self._counter
+
+    @property
+    def expiration_ms(self):
+        """Start of the time slot this bucket holds, or None when not queued."""
+        return self._expiration_ms if self._has_expiration else None
+
+    def set_expiration(self, expiration_ms):
+        """Set the slot time; return True iff it changed (queue the bucket then)."""
+        cdef bint changed
+        if expiration_ms is None:
+            changed = self._has_expiration
+            self._has_expiration = False
+            return changed
+        return self._set_expiration(_check_time(expiration_ms, "expiration_ms"))
+
+    cdef bint _set_expiration(self, int64_t expiration_ms) noexcept:
+        cdef bint changed = not self._has_expiration or self._expiration_ms != expiration_ms
+        self._expiration_ms = expiration_ms
+        self._has_expiration = True
+        return changed
+
+    def __len__(self):
+        return self._size
+
+    def add(self, entry):
+        """Link ``entry`` at the tail, first unlinking it from any bucket it is in."""
+        if not isinstance(entry, TimerTaskEntry):
+            raise TypeError(f"entry must be a TimerTaskEntry, got {entry!r}")
+        cdef TimerTaskEntry e = entry
+        if e._next is not None and e._list is not None:
+            e._list._unlink(e)
+        self._link(e)
+
+    def remove(self, TimerTaskEntry entry):
+        """Unlink ``entry`` if it is in this bucket; return True iff it was."""
+        if entry._list is self and entry._next is not None:
+            self._unlink(entry)
+            return True
+        return False
+
+    def flush(self, fn):
+        """Unlink every entry, reset the expiration, then call ``fn(entry)`` on each.
+
+        The entries are detached before the first call, so ``fn`` may add them
+        back to this very bucket.
+
+        :return: how many entries were flushed
+        """
+        cdef list entries = []
+        cdef TimerTaskEntry root = self._root
+        cdef TimerTaskEntry node = root._next
+        while node is not root:
+            entries.append(node)
+            node = node._next
+        for node in entries:
+            self._unlink(node)
+        self._has_expiration = False
+        for entry in entries:
+            fn(entry)
+        return len(entries)
+
+    def entries(self):
+        """The linked entries, head to tail."""
+        cdef list out = []
+        cdef TimerTaskEntry root = self._root
+        cdef TimerTaskEntry node = root._next
+        while node is not root:
+            out.append(node)
+            node = node._next
+        return out
+
+    cdef void _link(self, TimerTaskEntry entry) noexcept:
+        cdef TimerTaskEntry root = self._root
+        cdef TimerTaskEntry tail = root._prev
+        entry._next = root
+        entry._prev = tail
+        entry._list = self
+        tail._next = entry
+        root._prev = entry
+        self._size += 1
+        self._counter.value += 1
+
+    cdef void _unlink(self, TimerTaskEntry entry) noexcept:
+        # Neighbours and the bucket stay referenced elsewhere, so none of the
+        # reference drops below can free an object (or run user code).
+        cdef TimerTaskEntry prev = entry._prev
+        cdef TimerTaskEntry nxt = entry._next
+        prev._next = nxt
+        nxt._prev = prev
+        entry._prev = None
+        entry._next = None
+        entry._list = None
+        self._size -= 1
+        self._counter.value -= 1
+
+    cdef void _clear(self) noexcept:
+        # Break the ring (and every node's back-reference) without counting.
+        cdef TimerTaskEntry root = self._root
+        cdef TimerTaskEntry node = root._next
+        cdef TimerTaskEntry nxt
+        while node is not root:
+            nxt = node._next
+            node._prev = None
+            node._next = None
+            node._list = None
+            node = nxt
+        root._prev = root
+        root._next = root
+        self._counter.value -= self._size
+        self._size = 0
+        self._has_expiration = False
+
+    def _check(self):
+        """Raise AssertionError unless the ring is consistent."""
+        cdef TimerTaskEntry root = self._root
+        cdef TimerTaskEntry node = root
+        cdef TimerTaskEntry nxt
+        cdef Py_ssize_t count = 0
+        if root._list is not None:
+            raise AssertionError("sentinel root must not belong to a list")
+        while True:
+            nxt = node._next
+            if nxt is None or nxt._prev is not node:
+                raise AssertionError("broken prev/next links")
+            if nxt is root:
+                break
+            if nxt._list is not self:
+                raise AssertionError(f"{nxt!r} is linked here but points elsewhere")
+            count += 1
+            if count > self._size:
+                raise AssertionError("more nodes than the recorded size")
+            node = nxt
+        if count != self._size:
+            raise AssertionError(f"size {self._size} but {count} nodes")
+
+    def __repr__(self):
+        return f"<TimerTaskList size={self._size} expiration_ms={self.expiration_ms}>"
+
+
+cdef inline bint _before(TimerTaskList a, TimerTaskList b) noexcept:
+    return a._expiration_ms < b._expiration_ms or (
+        a._expiration_ms == b._expiration_ms and a._seq < b._seq
+    )
+
+
+@cython.final
+@cython.no_gc
+cdef class DelayQueue:
+    """Buckets ordered by expiration: tells the driver when the next one is due.
+
+    Runtime complexity: O(log b) offer and poll for b queued buckets (b is at
+    most levels × wheel_size, about a hundred in practice).
+    """
+
+    def __cinit__(self):
+        self._heap = []
+
+    def __len__(self):
+        return len(self._heap)
+
+    def offer(self, TimerTaskList bucket):
+        """Queue ``bucket`` at its expiration; return True iff it is the new head."""
+        if not bucket._has_expiration:
+            raise ValueError("bucket has no expiration_ms")
+        return self._offer(bucket)
+
+    cdef bint _offer(self, TimerTaskList bucket) except -1:
+        cdef list heap = self._heap
+        cdef Py_ssize_t pos = len(heap)
+        cdef Py_ssize_t parent
+        cdef TimerTaskList other
+        self._seq += 1
+        bucket._seq = self._seq
+        heap.append(bucket)
+        while pos > 0:
+            parent = (pos - 1) >> 1
+            other = <TimerTaskList>heap[parent]
+            if not _before(bucket, other):
+                break
+            heap[pos] = other
+            pos = parent
+        heap[pos] = bucket
+        return pos == 0
+
+    cdef TimerTaskList _pop(self):
+        cdef list heap = self._heap
+        cdef TimerTaskList top = <TimerTaskList>heap[0]
+        cdef TimerTaskList last = <TimerTaskList>heap.pop()
+        cdef Py_ssize_t n = len(heap)
+        cdef Py_ssize_t pos = 0
+        cdef Py_ssize_t child
+        if n == 0:
+            return top
+        while True:
+            child = 2 * pos + 1
+            if child >= n:
+                break
+            if child + 1 < n and _before(
+                <TimerTaskList>heap[child + 1], <TimerTaskList>heap[child]
+            ):
+                child += 1
+            if not _before(<TimerTaskList>heap[child], last):
+                break
+            heap[pos] = heap[child]
+            pos = child
+        heap[pos] = last
+        return top
+
+    def peek(self):
+        """The bucket due first, or None."""
+        return self._heap[0] if self._heap else None
+
+    @property
+    def next_expiration_ms(self):
+        """Expiration of the bucket due first, or None when empty."""
+        if self._heap:
+            return (<TimerTaskList>self._heap[0])._expiration_ms
+        return None
+
+    def poll(self, now_ms):
+        """Remove and return the head bucket if it is due at ``now_ms``, else None."""
+        if self._heap and (<TimerTaskList>self._heap[0])._expiration_ms <= now_ms:
+            return self._pop()
+        return None
+
+    def _check(self):
+        """Raise AssertionError unless the heap is ordered and keys are current."""
+        cdef list heap = self._heap
+        cdef Py_ssize_t i, child
+        for i in range(len(heap)):
+            bucket = <TimerTaskList>heap[i]
+            if not (<TimerTaskList>bucket)._has_expiration:
+                raise AssertionError(f"{bucket!r} queued without an expiration")
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < len(heap) and _before(heap[child], bucket):
+                    raise AssertionError("heap order violated")
+
+
+@cython.final
+@cython.no_gc
+cdef class TimingWheel:
+    """One level of Kafka's hierarchical timing wheel.
+
+    ``wheel_size`` buckets of ``tick_ms`` each cover ``interval_ms``; a later
+    deadline goes to the overflow wheel (created on first use), whose tick is
+    this wheel's interval.  ``current_time_ms`` is always a multiple of
+    ``tick_ms``.  Not thread-safe: a timer serialises access.
+
+    Runtime complexity: add is O(levels); advance_clock is O(levels).
+
+    >>> wheel = TimingWheel(tick_ms=10, wheel_size=5, start_ms=1000)
+    >>> wheel.add(TimerTaskEntry(1005)), wheel.add(TimerTaskEntry(1010))
+    (False, True)
+
+    :param tick_ms: width of one bucket, >= 1
+    :param wheel_size: number of buckets, >= 2
+    :param start_ms: initial time, rounded down to a multiple of tick_ms
+    :param counter: TaskCounter shared with overflow wheels (new if None)
+    :param queue: DelayQueue shared with overflow wheels (new if None)
+    :raises ValueError: if tick_ms < 1 or wheel_size < 2
+    """
+
+    def __init__(self, tick_ms=DEFAULT_TICK_MS, wheel_size=DEFAULT_WHEEL_SIZE,
+                 start_ms=0, TaskCounter counter=None, DelayQueue queue=None):
+        cdef int64_t tick = _check_positive(tick_ms, "tick_ms", 1)
+        cdef int64_t size = _check_positive(wheel_size, "wheel_size", 2)
+        cdef int64_t start = _check_time(start_ms, "start_ms")
+        if <double>tick * <double>size > 2.0 * <double>C_MAX_TIME_MS:
+            raise OverflowError("tick_ms * wheel_size is too large")
+        self._tick_ms = tick
+        self._wheel_size = size
+        self._interval_ms = tick * size
+        self._counter = counter if counter is not None else TaskCounter()
+        self._queue = queue if queue is not None else DelayQueue()
+        self._buckets = [TimerTaskList(self._counter) for _ in range(size)]
+        self._current_time_ms = start - (start - _floordiv(start, tick) * tick)
+
+    def __dealloc__(self):
+        # Nodes reference their bucket, so without this the rings would
+        # keep every bucket (and pending task) alive forever.
+        if self._buckets is not None:
+            for bucket in self._buckets:
+                (<TimerTaskList>bucket)._clear()
+
+    @property
+    def tick_ms(self):
+        """Width of one bucket."""
+        return self._tick_ms
+
+    @property
+    def wheel_size(self):
+        """Number of buckets."""
+        return self._wheel_size
+
+    @property
+    def interval_ms(self):
+        """tick_ms * wheel_size."""
+        return self._interval_ms
+
+    @property
+    def current_time_ms(self):
+        """The wheel's clock, a multiple of tick_ms."""
+        return self._current_time_ms
+
+    @property
+    def overflow_wheel(self):
+        """The next level up, or None until needed."""
+        return self._overflow
+
+    @property
+    def counter(self):
+        """The shared TaskCounter."""
+        return self._counter
+
+    @property
+    def queue(self):
+        """The shared DelayQueue of buckets."""
+        return self._queue
+
+    def bucket(self, Py_ssize_t index):
+        """The bucket at ``index`` (0 <= index < wheel_size)."""
+        return self._buckets[index]
+
+    def add(self, entry):
+        """Link ``entry`` into the bucket for its expiration.
+
+        :return: False if the entry is already due (expiration before
+            current_time_ms + tick_ms): the caller must run it instead.
+        """
+        if not isinstance(entry, TimerTaskEntry):
+            raise TypeError(f"entry must be a TimerTaskEntry, got {entry!r}")
+        if (<TimerTaskEntry>entry)._next is not None:
+            raise ValueError(f"{entry!r} is already linked in a bucket")
+        return self._add(<TimerTaskEntry>entry)
+
+    cdef bint _add(self, TimerTaskEntry entry) except -1:
+        cdef TimingWheel wheel = self
+        cdef TimingWheel overflow
+        cdef int64_t expiration = entry._expiration_ms
+        cdef int64_t tick, current, virtual_id
+        cdef TimerTaskList bucket
+        while True:
+            tick = wheel._tick_ms
+            current = wheel._current_time_ms
+            if expiration < current + tick:
+                return False
+            if expiration < current + wheel._interval_ms:
+                virtual_id = _floordiv(expiration, tick)
+                bucket = <TimerTaskList>wheel._buckets[
+                    virtual_id - _floordiv(virtual_id, wheel._wheel_size) * wheel._wheel_size
+                ]
+                bucket._link(entry)
+                # The bucket is queued once per time slot: only when its
+                # expiration changes does it need a (new) place in the queue.
+                if bucket._set_expiration(virtual_id * tick):
+                    wheel._queue._offer(bucket)
+                return True
+            if wheel._overflow is None:
+                overflow = TimingWheel(
+                    wheel._interval_ms, wheel._wheel_size, current,
+                    wheel._counter, wheel._queue,
+                )
+                # Allocation may run a GC pass and user finalizers (3.11);
+                # one of them could have created the level already.
+                if wheel._overflow is None:
+                    wheel._overflow = overflow
+            wheel = wheel._overflow
+
+    def advance_clock(self, time_ms):
+        """Move current_time_ms forward to ``time_ms`` rounded down to the tick."""
+        self._advance(_check_time(time_ms, "time_ms"))
+
+    cdef void _advance(self, int64_t time_ms) noexcept:
+        cdef TimingWheel wheel = self
+        while wheel is not None:
+            if time_ms < wheel._current_time_ms + wheel._tick_ms:
+                return
+            wheel._current_time_ms = _floordiv(time_ms, wheel._tick_ms) * wheel._tick_ms
+            time_ms = wheel._current_time_ms
+            wheel = wheel._overflow
+
+    def levels(self):
+        """How many wheels (this one plus overflow wheels) exist."""
+        cdef int n = 0
+        cdef TimingWheel wheel = self
+        while wheel is not None:
+            n += 1
+            wheel = wheel._overflow
+        return n
+
+    cdef Py_ssize_t _linked(self) noexcept:
+        cdef Py_ssize_t total = 0
+        cdef TimingWheel wheel = self
+        while wheel is not None:
+            for bucket in wheel._buckets:
+                total += (<TimerTaskList>bucket)._size
+            wheel = wheel._overflow
+        return total
+
+    def _check(self):
+        """Raise AssertionError unless every level's buckets hold what they should."""
+        cdef TimingWheel wheel = self
+        cdef TimingWheel over
+        cdef TimerTaskList bucket
+        cdef int64_t tick, expiration, e
+        queued = {id(b) for b in self._queue._heap}
+        while wheel is not None:
+            tick = wheel._tick_ms
+            if wheel._current_time_ms % tick:
+                raise AssertionError("current_time_ms not a multiple of tick_ms")
+            if wheel._overflow is not None:
+                over = wheel._overflow
+                if over._tick_ms != wheel._interval_ms:
+                    raise AssertionError("overflow tick must equal the child interval")
+                if over._counter is not wheel._counter or over._queue is not wheel._queue:
+                    raise AssertionError("overflow wheel must share counter and queue")
+            for index in range(wheel._wheel_size):
+                bucket = <TimerTaskList>wheel._buckets[index]
+                bucket._check()
+                if bucket._counter is not wheel._counter:
+                    raise AssertionError("bucket counter differs from the wheel's")
+                if not bucket._size:
+                    continue
+                if not bucket._has_expiration or id(bucket) not in queued:
+                    raise AssertionError(f"non-empty bucket {index} is not queued")
+                expiration = bucket._expiration_ms
+                for entry in bucket.entries():
+                    e = (<TimerTaskEntry>entry)._expiration_ms
+                    if not expiration <= e < expiration + tick:
+                        raise AssertionError(
+                            f"{entry!r} in slot [{expiration}, {expiration + tick})"
+                        )
+                    if _floordiv(e, tick) % wheel._wheel_size != index:
+                        raise AssertionError(f"{entry!r} in the wrong bucket")
+            wheel = wheel._overflow
+        self._queue._check()
+
+    def __repr__(self):
+        return (
+            f"<TimingWheel tick_ms={self._tick_ms} wheel_size={self._wheel_size} "
+            f"current_time_ms={self._current_time_ms} levels={self.levels()}>"
+        )
+
+
+cdef class TimerCore:
+    """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
+
+    SystemTimer and MockTimer subclass it.  Deadlines are computed from the
+    clock in nanoseconds and rounded *up* to the tick, so a task is never
+    considered due before its deadline (Kafka truncates "now" to the
+    millisecond and can fire up to a tick early).
+
+    :param tick_ms: wheel resolution in milliseconds, >= 1
+    :param wheel_size: buckets per level, >= 2
+    :param start_ms: wheel start (default: now)
+    :param clock: a callable returning nanoseconds (default time.monotonic_ns)
+    :param manual: drive the clock by hand via now_ns (MockTimer)
+    """
+
+    def __init__(self, tick_ms=DEFAULT_TICK_MS, wheel_size=DEFAULT_WHEEL_SIZE,
+                 start_ms=None, clock=None, manual=False):
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be callable, got {clock!r}")
+        self._clock = clock if clock is not None else _monotonic_ns
+        self._fast_clock = self._clock is _monotonic_ns
+        self._manual = bool(manual)
+        cdef int64_t tick = _check_positive(tick_ms, "tick_ms", 1)
+        _check_positive(wheel_size, "wheel_size", 2)
+        if start_ms is None:
+            start_ms = 0 if manual else self._now_ns() // NS_PER_MS
+        cdef int64_t start = _check_time(start_ms, "start_ms")
+        self._manual_now_ns = start * NS_PER_MS
+        self._counter = TaskCounter()
+        self._queue = DelayQueue()
+        self._wheel = TimingWheel(tick, wheel_size, start, self._counter, self._queue)
+        self._tick_ms = tick
+        # Expired tasks point at this (never linked) bucket so that running or
+        # cancelling them can still find the counter.
+        self._expired = TimerTaskList(self._counter)
+        self._ready = []
+        self._closed = False
+
+    cdef int64_t _now_ns(self) except? -1:
+        if self._manual:
+            return self._manual_now_ns
+        if self._fast_clock:
+            return tw_monotonic_ns()
+        return self._clock()
+
+    @property
+    def now_ns(self):
+        """The timer's clock in nanoseconds."""
+        return self._now_ns()
+
+    @now_ns.setter
+    def now_ns(self, value):
+        if not self._manual:
+            raise AttributeError("now_ns is read-only on a real-time timer")
+        self._manual_now_ns = _check_time(value, "now_ns")
+
+    @property
+    def now_ms(self):
+        """The timer's clock in whole milliseconds (rounded down)."""
+        return _floordiv(self._now_ns(), NS_PER_MS)
+
+    @property
+    def tick_ms(self):
+        """Width of a level-0 bucket, in milliseconds."""
+        return self._tick_ms
+
+    @property
+    def wheel(self):
+        """The level-0 TimingWheel."""
+        return self._wheel
+
+    @property
+    def closed(self):
+        """True after close()."""
+        return self._closed
+
+    def __len__(self):
+        return self._counter.value
+
+    @property
+    def next_expiration_ms(self):
+        """When the next bucket is due (ms), the current time if tasks are ready, or None."""
+        if self._ready:
+            return self.now_ms
+        return self._queue.next_expiration_ms
+
+    def add(self, task):
+        """Schedule ``task`` to run ``task.delay_ms`` from now.
+
+        Re-adding a pending task moves it (the count is unchanged).
+
+        Runtime complexity: O(levels).
+
+        :raises TypeError: if ``task`` is not a TimerTask
+        :raises RuntimeError: if the timer is closed, or the task is spent
+        :raises ValueError: if the task is pending in another timer
+        """
+        if not isinstance(task, TimerTask):
+            raise TypeError(f"task must be a TimerTask, got {task!r}")
+        cdef TimerTask t = <TimerTask>task
+        cdef int64_t delay_ns
+        if t._delay_is_int:
+            delay_ns = (<int64_t>t._delay_ms) * NS_PER_MS
+        else:
+            delay_ns = <int64_t>ceil(t._delay_ms * <double>NS_PER_MS)
+        if self._add(t, delay_ns):
+            self._on_wake()
+
+    def schedule(self, delay_ms, fn, /, *args, **kwargs):
+        """Run ``fn(*args, **kwargs)`` in ``delay_ms`` milliseconds.
+
+        Runtime complexity: O(levels).
+
+        :return: the TimerTask, whose cancel() stops it
+        :raises TypeError: if ``fn`` is not callable
+        :raises RuntimeError: if the timer is closed
+        """
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        return self._schedule(delay_ms, fn, args, kwargs)
+
+    cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs):
+        cdef TimerTask task = TimerTask.__new__(TimerTask)
+        cdef int64_t delay_ns = _delay_to_ns(delay_ms, task)
+        if kwargs:
+            fn = _partial(fn, *args, **kwargs)
+            args = ()
+        task._fn = fn
+        task._args = args
+        if self._add(task, delay_ns):
+            self._on_wake()
+        return task
+
+    cdef int _add(self, TimerTask task, int64_t delay_ns) except -1:
+        # Returns 1 when the driver must wake: the task is ready, or its
+        # bucket became the queue's head.
+        cdef TimerTaskList owner
+        cdef int64_t deadline_ns, expiration
+        cdef bint woke = False
+        cdef Py_ssize_t before
+        if self._closed:
+            raise RuntimeError("timer is closed")
+        if task._spent:
+            raise RuntimeError(
+                f"{task!r} has run or been cancelled and released its callable; "
+                "schedule a new task"
+            )
+        deadline_ns = self._now_ns() + delay_ns
+        if task._state == PENDING or task._state == EXPIRED:
+            owner = task._list
+            if owner is not None and owner._counter is not self._counter:
+                raise ValueError(f"{task!r} is pending in another timer")
+            if task._state == PENDING:
+                if owner is not None and task._next is not None:
+                    owner._unlink(task)
+            else:
+                self._counter.value -= 1
+                task._list = None
+        # Round up to the millisecond, then up to the tick: never early.
+        expiration = -_floordiv(-deadline_ns, NS_PER_MS)
+        if self._tick_ms != 1:
+            expiration = _ceil_to(expiration, self._tick_ms)
+        task._expiration_ms = expiration
+        task._state = PENDING
+        before = len(self._queue._heap)
+        if self._wheel._add(task):
+            return len(self._queue._heap) > before and self._queue._heap[0] is task._list
+        self._expire(task)
+        self._ready.append(task)
+        return 1
+
+    cdef void _expire(self, TimerTask task) noexcept:
+        task._state = EXPIRED
+        task._list = self._expired
+        self._counter.value += 1
+
+    def _on_wake(self):
+        """Hook: a task became ready or an earlier bucket was queued."""
+
+    def take_ready(self):
+        """Remove and return tasks that were already due when added."""
+        cdef list fresh = []
+        cdef list ready = self._ready
+        self._ready = fresh
+        return ready
+
+    def poll(self, now_ms, bint step=False):
+        """Advance the wheel through every bucket due at ``now_ms``; return expired tasks.
+
+        Tasks come out in expiration order (to the tick).  With ``step=True``
+        it stops after the first time slot that expired at least one task,
+        so a discrete-event driver can run them before looking further.
+        """
+        cdef int64_t limit = now_ms
+        cdef list fresh = []
+        cdef list expired = self._ready
+        cdef list heap = self._queue._heap
+        cdef TimingWheel wheel = self._wheel
+        cdef TimerTaskList bucket
+        cdef TimerTaskEntry root, node
+        cdef int64_t head, last = 0
+        cdef bint have_last = False
+        self._ready = fresh
+        while heap:
+            head = (<TimerTaskList>heap[0])._expiration_ms
+            if head > limit:
+                break
+            if step and have_last and head > last and len(expired):
+                break
+            bucket = self._queue._pop()
+            last = head
+            have_last = True
+            wheel._advance(head)
+            root = bucket._root
+            node = root._next
+            while node is not root:
+                bucket._unlink(node)
+                if not wheel._add(node):
+                    self._expire(<TimerTask>node)
+                    expired.append(node)
+                node = root._next
+            bucket._has_expiration = False
+        return expired
+
+    def cancel_all(self):
+        """Cancel every pending task; return how many were cancelled."""
+        cdef list tasks = []
+        cdef TimingWheel wheel = self._wheel
+        while wheel is not None:
+            for bucket in wheel._buckets:
+                tasks.extend((<TimerTaskList>bucket).entries())
+            wheel = wheel._overflow
+        tasks.extend([t for t in self._ready if (<TimerTask>t)._state == EXPIRED])
+        self._ready = []
+        cdef int n = 0
+        for task in tasks:
+            n += task.cancel()
+        return n
+
+    def _close_core(self):
+        self._closed = True
+        self.cancel_all()
+
+    def _run(self, tasks, on_error, bint set_clock=False):
+        """Run each task still expired (skipping cancelled/re-added ones).
+
+        Exceptions (``Exception`` subclasses) go to ``on_error(task, exc)``;
+        others propagate after the task is marked done.  With ``set_clock``
+        the manual clock reads each task's expiration while it runs.
+
+        :return: how many tasks ran
+        """
+        cdef Py_ssize_t ran = 0
+        cdef TimerTask task
+        cdef TimerTaskList bucket
+        cdef int64_t at
+        for obj in tasks:
+            task = <TimerTask?>obj
+            if task._state != EXPIRED:
+                continue
+            task._state = RUNNING
+            bucket = task._list
+            if bucket is not None:
+                bucket._counter.value -= 1
+            task._list = None
+            if set_clock:
+                at = task._expiration_ms * NS_PER_MS
+                if at > self._manual_now_ns:
+                    self._manual_now_ns = at
+            ran += 1
+            try:
+                if type(task) is TimerTask:
+                    fn = task._fn
+                    if fn is not None:
+                        fn(*task._args)
+                else:
+                    task.run()
+            except Exception as exc:
+                on_error(task, exc)
+            finally:
+                if task._state == RUNNING:
+                    task._state = DONE
+                    _release(task)
+        return ran
+
+    def _check(self):
+        """Raise AssertionError unless wheel, queue and counter agree."""
+        self._wheel._check()
+        expired = sum(1 for t in self._ready if (<TimerTask>t)._state == EXPIRED)
+        linked = self._wheel._linked()
+        if self._counter.value < linked + expired:
+            raise AssertionError(
+                f"counter {self._counter.value} < linked {linked} + ready {expired}"
+            )
+
+
+# -- METH_FASTCALL schedule ---------------------------------------------------
+# Cython builds a fresh dict for **kwargs on every call of a def method, even
+# with no keywords: about 150 instructions plus a GC-tracked allocation per
+# schedule().  This replaces TimerCore.schedule with a METH_FASTCALL |
+# METH_KEYWORDS method descriptor that builds the dict only when keywords are
+# given.  If installing it fails, the def above stays in place.
+
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_SIZE
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMethodDef:
+        const char *ml_name
+        void *ml_meth
+        int ml_flags
+        const char *ml_doc
+    ctypedef struct _TypeWithDict "PyTypeObject":
+        PyObject *tp_dict
+    enum:
+        METH_FASTCALL
+        METH_KEYWORDS
+    object PyDescr_NewMethod(object type, PyMethodDef *meth)
+    void PyType_Modified(object type)
+
+cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
+                               PyObject *kwnames):
+    cdef Py_ssize_t i, nkw
+    cdef dict kwargs = None
+    if nargs < 2:
+        raise TypeError(
+            f"schedule() takes delay_ms and fn positionally ({nargs} given)"
+        )
+    fn = <object>args[1]
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    cdef tuple rest = _EMPTY
+    if nargs > 2:
+        rest = tuple([<object>args[i] for i in range(2, nargs)])
+    if kwnames is not NULL:
+        nkw = PyTuple_GET_SIZE(<object>kwnames)
+        if nkw:
+            kwargs = {}
+            for i in range(nkw):
+                kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
+    return (<TimerCore>self)._schedule(<object>args[0], fn, rest, kwargs)
+
+
+cdef tuple _EMPTY = ()
+cdef PyMethodDef _schedule_def
+cdef bytes _SCHEDULE_DOC = (
+    "schedule($self, delay_ms, fn, /, *args, **kwargs)\n--\n\n"
+    + TimerCore.schedule.__doc__
+).encode()
+_schedule_def.ml_name = "schedule"
+_schedule_def.ml_meth = <void *>_schedule_fastcall
+_schedule_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_schedule_def.ml_doc = _SCHEDULE_DOC
+
+
+cdef int _install_fast_schedule() except -1:
+    descr = PyDescr_NewMethod(TimerCore, &_schedule_def)
+    (<dict><object>(<_TypeWithDict *><PyObject *>TimerCore).tp_dict)["schedule"] = descr
+    PyType_Modified(TimerCore)
+    return 0
+
+
+_install_fast_schedule()

@@ -1,0 +1,981 @@
+"""Pure-Python twin of :mod:`tickwheel._wheel` (same names, same behaviour).
+
+This module is the reference implementation and the type source for the
+compiled core; :mod:`tickwheel._impl` picks it when the extension is missing,
+on PyPy, or when ``TICKWHEEL_NO_EXTENSIONS=1``.  Read ``_wheel.pxd`` for the
+design picture; in short:
+
+* A :class:`TimerTaskList` (a *bucket*) is a circular doubly-linked list with
+  a sentinel root, so linking and unlinking a node is O(1).
+* A :class:`TimingWheel` is ``wheel_size`` buckets of ``tick_ms`` each; a
+  deadline too far for it goes to a lazily created overflow wheel whose tick
+  is this wheel's whole interval.  Adding costs O(levels).
+* The :class:`DelayQueue` orders *buckets*, not tasks, so the driver wakes
+  once per due time slot, not once per task.
+* :class:`TimerCore` is the part of a timer that must be fast: it turns a delay
+  into a tick-aligned expiration, inserts, cancels and expires.  It never
+  calls user code except in :meth:`TimerCore._run`, the one place that runs
+  expired tasks and routes their exceptions to one handler.
+
+Unlike Kafka, a :class:`TimerTask` *is* its own list node (it subclasses
+:class:`TimerTaskEntry`): one object per timer instead of two.
+
+Thread safety: the extension's mutations are C code that never runs Python
+code half-way, so the GIL serialises them.  This twin takes one module-wide
+re-entrant lock for the same effect.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import numbers
+import operator
+import threading
+import time
+from functools import partial
+from typing import Any, Callable, Iterable, Optional
+
+__all__ = [
+    "DEFAULT_TICK_MS",
+    "DEFAULT_WHEEL_SIZE",
+    "MAX_DELAY_MS",
+    "DelayQueue",
+    "TaskCounter",
+    "TimerCore",
+    "TimerTask",
+    "TimerTaskEntry",
+    "TimerTaskList",
+    "TimingWheel",
+]
+
+DEFAULT_TICK_MS = 1
+DEFAULT_WHEEL_SIZE = 20
+#: Largest accepted ``|delay_ms|``: about 146 years, so nanosecond deadlines
+#: fit in a signed 64-bit integer on any monotonic clock reading.
+MAX_DELAY_MS = 2**62 // 1_000_000
+_MAX_TIME_MS = 2**62 // 1_000_000
+_NS_PER_MS = 1_000_000
+
+# Task states.  A task is *counted* (``len(timer)``) while PENDING or EXPIRED.
+_IDLE = 0  # never added, or re-armed state reset
+_PENDING = 1  # linked in a bucket
+_EXPIRED = 2  # due; handed to the runner, not started yet
+_RUNNING = 3
+_DONE = 4
+_CANCELLED = 5
+_STATE_NAMES = ("idle", "pending", "expired", "running", "done", "cancelled")
+
+_LOCK = threading.RLock()
+_monotonic_ns = time.monotonic_ns
+
+
+def _check_time(value: object, name: str) -> int:
+    """Return ``value`` as an int in the wheel's time range, or raise."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    result = operator.index(value)  # type: ignore[call-overload]
+    if not -_MAX_TIME_MS <= result <= _MAX_TIME_MS:
+        raise OverflowError(f"{name}={value!r} is out of range")
+    return result
+
+
+def _check_positive(value: object, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    result = operator.index(value)  # type: ignore[call-overload]
+    if result < minimum or result > _MAX_TIME_MS:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return result
+
+
+def _delay_to_ns(delay_ms: object) -> int:
+    """Validate a delay in milliseconds and return it in nanoseconds (rounded up)."""
+    if type(delay_ms) is int:
+        if -MAX_DELAY_MS <= delay_ms <= MAX_DELAY_MS:
+            return delay_ms * _NS_PER_MS
+        raise OverflowError(
+            f"delay_ms={delay_ms!r} is out of range [-{MAX_DELAY_MS}, {MAX_DELAY_MS}]"
+        )
+    if isinstance(delay_ms, bool):
+        raise TypeError(f"delay_ms must be a number of milliseconds, got {delay_ms!r}")
+    if hasattr(type(delay_ms), "__index__"):
+        return _delay_to_ns(operator.index(delay_ms))  # type: ignore[call-overload]
+    if not isinstance(delay_ms, numbers.Real):
+        raise TypeError(f"delay_ms must be a number of milliseconds, got {delay_ms!r}")
+    value = float(delay_ms)
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"delay_ms must be finite, got {delay_ms!r}")
+    if not -MAX_DELAY_MS <= value <= MAX_DELAY_MS:
+        raise OverflowError(
+            f"delay_ms={delay_ms!r} is out of range [-{MAX_DELAY_MS}, {MAX_DELAY_MS}]"
+        )
+    return math.ceil(value * _NS_PER_MS)
+
+
+def _normalize_delay(delay_ms: object) -> int | float:
+    _delay_to_ns(delay_ms)
+    if type(delay_ms) is int or type(delay_ms) is float:
+        return delay_ms
+    if hasattr(type(delay_ms), "__index__"):
+        return operator.index(delay_ms)  # type: ignore[call-overload, no-any-return]
+    return float(delay_ms)  # type: ignore[arg-type]
+
+
+class TaskCounter:
+    """A count of tasks shared by every bucket of one timer (Kafka's taskCounter)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def __repr__(self) -> str:
+        return f"<TaskCounter value={self.value}>"
+
+
+class TimerTaskEntry:
+    """A node of a TimerTaskList: an absolute expiration plus prev/next links."""
+
+    __slots__ = ("_expiration_ms", "_prev", "_next", "_list")
+
+    def __init__(self, expiration_ms: int = 0) -> None:
+        self._expiration_ms = _check_time(expiration_ms, "expiration_ms")
+        self._prev: TimerTaskEntry | None = None
+        self._next: TimerTaskEntry | None = None
+        self._list: TimerTaskList | None = None
+
+    @property
+    def expiration_ms(self) -> int:
+        """Absolute expiration on the wheel's clock, in milliseconds."""
+        return self._expiration_ms
+
+    @expiration_ms.setter
+    def expiration_ms(self, value: int) -> None:
+        if self._next is not None:
+            raise RuntimeError("cannot change expiration_ms of a linked entry")
+        self._expiration_ms = _check_time(value, "expiration_ms")
+
+    @property
+    def list(self) -> TimerTaskList | None:
+        """The bucket this entry is linked in, or None."""
+        return self._list if self._next is not None else None
+
+    @property
+    def task(self) -> TimerTask | None:
+        """The task this entry schedules: the entry itself for a TimerTask."""
+        return self if isinstance(self, TimerTask) else None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} expiration_ms={self._expiration_ms}>"
+
+
+class TimerTask(TimerTaskEntry):
+    """A task to run once after ``delay_ms`` milliseconds.
+
+    Pass a callable (and its arguments), or subclass and override :meth:`run`.
+    A task is its own node in the timer's bucket list, so a pending timer is
+    one object.  When a callable-backed task has run or been cancelled, the
+    callable and its arguments are released (breaking reference cycles such
+    as ``obj._timeout = timer.schedule(5, obj.on_timeout)``), and adding it
+    again raises; a subclass that overrides :meth:`run` can be re-added.
+
+    Runtime complexity: O(1) to create and to cancel.
+
+    >>> task = TimerTask(10, print, "hello")
+    >>> task.delay_ms, task.pending, task.cancelled
+    (10, False, False)
+
+    :param delay_ms: delay in milliseconds (int or float); negative means due
+    :param fn: callable to run, or None when a subclass overrides run()
+    :raises TypeError: if ``fn`` is not callable or ``delay_ms`` not a number
+    :raises ValueError: if ``delay_ms`` is NaN or infinite
+    """
+
+    __slots__ = ("_fn", "_args", "_delay_ms", "_state", "_spent")
+
+    def __init__(
+        self, delay_ms: int | float, fn: Optional[Callable[..., Any]] = None, /,
+        *args: Any, **kwargs: Any
+    ) -> None:
+        self._expiration_ms = 0
+        self._prev = self._next = None
+        self._list = None
+        self._delay_ms = _normalize_delay(delay_ms)
+        if fn is not None and not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        if kwargs:
+            fn = partial(fn, *args, **kwargs)  # type: ignore[arg-type]
+            args = ()
+        self._fn = fn
+        self._args: tuple[Any, ...] = args
+        self._state = _IDLE
+        self._spent = False
+
+    @property
+    def delay_ms(self) -> int | float:
+        """The delay, in milliseconds, applied each time the task is added."""
+        return self._delay_ms
+
+    @delay_ms.setter
+    def delay_ms(self, value: int | float) -> None:
+        self._delay_ms = _normalize_delay(value)
+
+    @property
+    def fn(self) -> Optional[Callable[..., Any]]:
+        """The callable run() calls, or None (subclass, or released after use)."""
+        return self._fn
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """Positional arguments for fn."""
+        return self._args
+
+    @property
+    def cancelled(self) -> bool:
+        """True if cancel() stopped this task from running."""
+        return self._state == _CANCELLED
+
+    @property
+    def pending(self) -> bool:
+        """True while the task is added and has neither started nor been cancelled."""
+        return self._state == _PENDING or self._state == _EXPIRED
+
+    @property
+    def done(self) -> bool:
+        """True once run() has returned (or raised)."""
+        return self._state == _DONE
+
+    @property
+    def state(self) -> str:
+        """One of idle, pending, expired, running, done, cancelled."""
+        return _STATE_NAMES[self._state]
+
+    def run(self) -> None:
+        """Run the task: call ``fn(*args)``.  Subclasses override this."""
+        fn = self._fn
+        if fn is not None:
+            fn(*self._args)
+
+    def cancel(self) -> bool:
+        """Stop the task from running.
+
+        Runtime complexity: O(1) (unlinks the node from its bucket).
+
+        >>> TimerTask(5, print).cancel()   # never added: nothing to cancel
+        False
+
+        :return: True iff the task was pending and now never runs
+        """
+        with _LOCK:
+            state = self._state
+            if state == _PENDING:
+                bucket = self._list
+                if bucket is not None:
+                    bucket._unlink(self)
+            elif state == _EXPIRED:
+                bucket = self._list
+                if bucket is not None:
+                    bucket._counter.value -= 1
+                self._list = None
+            else:
+                return False
+            self._state = _CANCELLED
+            self._release()
+            return True
+
+    def _release(self) -> None:
+        # Drop the callable so no cycle through this (untracked) node survives.
+        if self._fn is not None:
+            self._fn = None
+            self._args = ()
+            self._spent = True
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} delay_ms={self._delay_ms!r} "
+            f"state={_STATE_NAMES[self._state]} expiration_ms={self._expiration_ms}>"
+        )
+
+
+class TimerTaskList:
+    """A bucket: a circular doubly-linked list of entries with a sentinel root.
+
+    Runtime complexity: O(1) add and remove; flush is O(n).
+
+    :param counter: the TaskCounter shared by every bucket of one timer
+    """
+
+    __slots__ = ("_root", "_counter", "_expiration_ms", "_size")
+
+    def __init__(self, counter: TaskCounter | None = None) -> None:
+        root = TimerTaskEntry(0)
+        root._prev = root._next = root
+        self._root = root
+        self._counter = counter if counter is not None else TaskCounter()
+        self._expiration_ms: int | None = None
+        self._size = 0
+
+    @property
+    def counter(self) -> TaskCounter:
+        """The TaskCounter this bucket adds to and subtracts from."""
+        return self._counter
+
+    @property
+    def expiration_ms(self) -> int | None:
+        """Start of the time slot this bucket holds, or None when not queued."""
+        return self._expiration_ms
+
+    def set_expiration(self, expiration_ms: int | None) -> bool:
+        """Set the slot time; return True iff it changed (queue the bucket then)."""
+        if expiration_ms is not None:
+            expiration_ms = _check_time(expiration_ms, "expiration_ms")
+        changed = self._expiration_ms != expiration_ms
+        self._expiration_ms = expiration_ms
+        return changed
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, entry: TimerTaskEntry) -> None:
+        """Link ``entry`` at the tail, first unlinking it from any bucket it is in."""
+        if not isinstance(entry, TimerTaskEntry):
+            raise TypeError(f"entry must be a TimerTaskEntry, got {entry!r}")
+        with _LOCK:
+            if entry._next is not None:
+                old = entry._list
+                if old is not None:
+                    old._unlink(entry)
+            self._link(entry)
+
+    def remove(self, entry: TimerTaskEntry) -> bool:
+        """Unlink ``entry`` if it is in this bucket; return True iff it was."""
+        with _LOCK:
+            if entry._list is self and entry._next is not None:
+                self._unlink(entry)
+                return True
+            return False
+
+    def flush(self, fn: Callable[[TimerTaskEntry], Any]) -> int:
+        """Unlink every entry, reset the expiration, then call ``fn(entry)`` on each.
+
+        The entries are detached before the first call, so ``fn`` may add them
+        back to this very bucket.
+
+        :return: how many entries were flushed
+        """
+        with _LOCK:
+            entries = []
+            root = self._root
+            node = root._next
+            while node is not root:
+                assert node is not None
+                nxt = node._next
+                self._unlink(node)
+                entries.append(node)
+                node = nxt
+            self._expiration_ms = None
+        for entry in entries:
+            fn(entry)
+        return len(entries)
+
+    def entries(self) -> list[TimerTaskEntry]:
+        """The linked entries, head to tail."""
+        with _LOCK:
+            out = []
+            root = self._root
+            node = root._next
+            while node is not root:
+                assert node is not None
+                out.append(node)
+                node = node._next
+            return out
+
+    def _link(self, entry: TimerTaskEntry) -> None:
+        root = self._root
+        tail = root._prev
+        assert tail is not None
+        entry._next = root
+        entry._prev = tail
+        entry._list = self
+        tail._next = entry
+        root._prev = entry
+        self._size += 1
+        self._counter.value += 1
+
+    def _unlink(self, entry: TimerTaskEntry) -> None:
+        prev, nxt = entry._prev, entry._next
+        assert prev is not None and nxt is not None
+        prev._next = nxt
+        nxt._prev = prev
+        entry._prev = entry._next = None
+        entry._list = None
+        self._size -= 1
+        self._counter.value -= 1
+
+    def _clear(self) -> None:
+        # Break the ring (and every node's back-reference) without counting.
+        root = self._root
+        node = root._next
+        while node is not root:
+            assert node is not None
+            nxt = node._next
+            node._prev = node._next = None
+            node._list = None
+            node = nxt
+        root._prev = root._next = root
+        self._counter.value -= self._size
+        self._size = 0
+        self._expiration_ms = None
+
+    def _check(self) -> None:
+        """Raise AssertionError unless the ring is consistent."""
+        root = self._root
+        if root._list is not None:
+            raise AssertionError("sentinel root must not belong to a list")
+        count = 0
+        node = root
+        while True:
+            nxt = node._next
+            if nxt is None or nxt._prev is not node:
+                raise AssertionError("broken prev/next links")
+            if nxt is root:
+                break
+            if nxt._list is not self:
+                raise AssertionError(f"{nxt!r} is linked here but points elsewhere")
+            count += 1
+            if count > self._size:
+                raise AssertionError("more nodes than the recorded size")
+            node = nxt
+        if count != self._size:
+            raise AssertionError(f"size {self._size} but {count} nodes")
+        if count and self._expiration_ms is None:
+            # Only the wheel sets expirations; a free-standing bucket may hold
+            # nodes without one, which is fine.
+            pass
+
+    def __repr__(self) -> str:
+        return f"<TimerTaskList size={self._size} expiration_ms={self._expiration_ms}>"
+
+
+class DelayQueue:
+    """Buckets ordered by expiration: tells the driver when the next one is due.
+
+    Runtime complexity: O(log b) offer and poll for b queued buckets (b is at
+    most levels × wheel_size, about a hundred in practice).
+    """
+
+    __slots__ = ("_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, TimerTaskList]] = []
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def offer(self, bucket: TimerTaskList) -> bool:
+        """Queue ``bucket`` at its expiration; return True iff it is the new head."""
+        expiration = bucket._expiration_ms
+        if expiration is None:
+            raise ValueError("bucket has no expiration_ms")
+        heap = self._heap
+        head = heap[0][0] if heap else None
+        self._seq += 1
+        heapq.heappush(heap, (expiration, self._seq, bucket))
+        return head is None or expiration < head
+
+    def peek(self) -> TimerTaskList | None:
+        """The bucket due first, or None."""
+        return self._heap[0][2] if self._heap else None
+
+    @property
+    def next_expiration_ms(self) -> int | None:
+        """Expiration of the bucket due first, or None when empty."""
+        return self._heap[0][0] if self._heap else None
+
+    def poll(self, now_ms: int) -> TimerTaskList | None:
+        """Remove and return the head bucket if it is due at ``now_ms``, else None."""
+        heap = self._heap
+        if heap and heap[0][0] <= now_ms:
+            return heapq.heappop(heap)[2]
+        return None
+
+    def _clear(self) -> None:
+        self._heap.clear()
+
+    def _check(self) -> None:
+        """Raise AssertionError unless the heap is ordered and keys are current."""
+        heap = self._heap
+        for i, (key, _, bucket) in enumerate(heap):
+            if bucket._expiration_ms != key:
+                raise AssertionError(f"{bucket!r} queued at {key}")
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < len(heap) and heap[child][0] < key:
+                    raise AssertionError("heap order violated")
+
+
+class TimingWheel:
+    """One level of Kafka's hierarchical timing wheel.
+
+    ``wheel_size`` buckets of ``tick_ms`` each cover ``interval_ms``; a later
+    deadline goes to the overflow wheel (created on first use), whose tick is
+    this wheel's interval.  ``current_time_ms`` is always a multiple of
+    ``tick_ms``.  Not thread-safe: a timer serialises access.
+
+    Runtime complexity: add is O(levels); advance_clock is O(levels).
+
+    >>> wheel = TimingWheel(tick_ms=10, wheel_size=5, start_ms=1000)
+    >>> wheel.add(TimerTaskEntry(1005)), wheel.add(TimerTaskEntry(1010))
+    (False, True)
+
+    :param tick_ms: width of one bucket, >= 1
+    :param wheel_size: number of buckets, >= 2
+    :param start_ms: initial time, rounded down to a multiple of tick_ms
+    :param counter: TaskCounter shared with overflow wheels (new if None)
+    :param queue: DelayQueue shared with overflow wheels (new if None)
+    :raises ValueError: if tick_ms < 1 or wheel_size < 2
+    """
+
+    __slots__ = (
+        "_tick_ms", "_wheel_size", "_interval_ms", "_buckets", "_current_time_ms",
+        "_overflow", "_counter", "_queue",
+    )
+
+    def __init__(
+        self, tick_ms: int = DEFAULT_TICK_MS, wheel_size: int = DEFAULT_WHEEL_SIZE,
+        start_ms: int = 0, counter: TaskCounter | None = None,
+        queue: DelayQueue | None = None,
+    ) -> None:
+        self._tick_ms = _check_positive(tick_ms, "tick_ms", 1)
+        self._wheel_size = _check_positive(wheel_size, "wheel_size", 2)
+        start_ms = _check_time(start_ms, "start_ms")
+        if self._tick_ms * self._wheel_size > 2 * _MAX_TIME_MS:
+            raise OverflowError("tick_ms * wheel_size is too large")
+        self._interval_ms = self._tick_ms * self._wheel_size
+        self._counter = counter if counter is not None else TaskCounter()
+        self._queue = queue if queue is not None else DelayQueue()
+        self._buckets = [TimerTaskList(self._counter) for _ in range(self._wheel_size)]
+        self._current_time_ms = start_ms - start_ms % self._tick_ms
+        self._overflow: TimingWheel | None = None
+
+    tick_ms = property(lambda self: self._tick_ms, doc="Width of one bucket.")
+    wheel_size = property(lambda self: self._wheel_size, doc="Number of buckets.")
+    interval_ms = property(lambda self: self._interval_ms, doc="tick_ms * wheel_size.")
+    current_time_ms = property(
+        lambda self: self._current_time_ms, doc="The wheel's clock, a multiple of tick_ms."
+    )
+    overflow_wheel = property(
+        lambda self: self._overflow, doc="The next level up, or None until needed."
+    )
+    counter = property(lambda self: self._counter, doc="The shared TaskCounter.")
+    queue = property(lambda self: self._queue, doc="The shared DelayQueue of buckets.")
+
+    def bucket(self, index: int) -> TimerTaskList:
+        """The bucket at ``index`` (0 <= index < wheel_size)."""
+        return self._buckets[index]
+
+    def add(self, entry: TimerTaskEntry) -> bool:
+        """Link ``entry`` into the bucket for its expiration.
+
+        :return: False if the entry is already due (expiration before
+            current_time_ms + tick_ms): the caller must run it instead.
+        """
+        if not isinstance(entry, TimerTaskEntry):
+            raise TypeError(f"entry must be a TimerTaskEntry, got {entry!r}")
+        with _LOCK:
+            if entry._next is not None:
+                raise ValueError(f"{entry!r} is already linked in a bucket")
+            return self._add(entry)
+
+    def _add(self, entry: TimerTaskEntry) -> bool:
+        wheel = self
+        expiration = entry._expiration_ms
+        while True:
+            tick = wheel._tick_ms
+            current = wheel._current_time_ms
+            if expiration < current + tick:
+                return False
+            if expiration < current + wheel._interval_ms:
+                virtual_id = expiration // tick
+                bucket = wheel._buckets[virtual_id % wheel._wheel_size]
+                bucket._link(entry)
+                # The bucket is queued once per time slot: only when its
+                # expiration changes does it need a (new) place in the queue.
+                if bucket.set_expiration(virtual_id * tick):
+                    wheel._queue.offer(bucket)
+                return True
+            if wheel._overflow is None:
+                wheel._overflow = TimingWheel(
+                    wheel._interval_ms, wheel._wheel_size, current,
+                    wheel._counter, wheel._queue,
+                )
+            wheel = wheel._overflow
+
+    def advance_clock(self, time_ms: int) -> None:
+        """Move current_time_ms forward to ``time_ms`` rounded down to the tick."""
+        time_ms = _check_time(time_ms, "time_ms")
+        with _LOCK:
+            self._advance(time_ms)
+
+    def _advance(self, time_ms: int) -> None:
+        wheel: TimingWheel | None = self
+        while wheel is not None:
+            if time_ms < wheel._current_time_ms + wheel._tick_ms:
+                return
+            wheel._current_time_ms = time_ms - time_ms % wheel._tick_ms
+            time_ms = wheel._current_time_ms
+            wheel = wheel._overflow
+
+    def levels(self) -> int:
+        """How many wheels (this one plus overflow wheels) exist."""
+        n, wheel = 0, self
+        while wheel is not None:
+            n += 1
+            wheel = wheel._overflow
+        return n
+
+    def _clear(self) -> None:
+        wheel: TimingWheel | None = self
+        while wheel is not None:
+            for bucket in wheel._buckets:
+                bucket._clear()
+            wheel = wheel._overflow
+
+    def _check(self) -> None:
+        """Raise AssertionError unless every level's buckets hold what they should."""
+        linked = 0
+        wheel: TimingWheel | None = self
+        queued = {id(b) for _, _, b in self._queue._heap}
+        while wheel is not None:
+            tick = wheel._tick_ms
+            if wheel._current_time_ms % tick:
+                raise AssertionError("current_time_ms not a multiple of tick_ms")
+            if wheel._overflow is not None:
+                over = wheel._overflow
+                if over._tick_ms != wheel._interval_ms:
+                    raise AssertionError("overflow tick must equal the child interval")
+                if over._counter is not wheel._counter or over._queue is not wheel._queue:
+                    raise AssertionError("overflow wheel must share counter and queue")
+            for index, bucket in enumerate(wheel._buckets):
+                bucket._check()
+                if bucket._counter is not wheel._counter:
+                    raise AssertionError("bucket counter differs from the wheel's")
+                linked += bucket._size
+                if not bucket._size:
+                    continue
+                expiration = bucket._expiration_ms
+                if expiration is None or id(bucket) not in queued:
+                    raise AssertionError(f"non-empty bucket {index} is not queued")
+                for entry in bucket.entries():
+                    e = entry._expiration_ms
+                    if not expiration <= e < expiration + tick:
+                        raise AssertionError(
+                            f"{entry!r} in slot [{expiration}, {expiration + tick})"
+                        )
+                    if (e // tick) % wheel._wheel_size != index:
+                        raise AssertionError(f"{entry!r} in the wrong bucket")
+            wheel = wheel._overflow
+        self._queue._check()
+
+    def _linked(self) -> int:
+        total = 0
+        wheel: TimingWheel | None = self
+        while wheel is not None:
+            total += sum(b._size for b in wheel._buckets)
+            wheel = wheel._overflow
+        return total
+
+    def __repr__(self) -> str:
+        return (
+            f"<TimingWheel tick_ms={self._tick_ms} wheel_size={self._wheel_size} "
+            f"current_time_ms={self._current_time_ms} levels={self.levels()}>"
+        )
+
+
+class TimerCore:
+    """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
+
+    SystemTimer and MockTimer subclass it.  Deadlines are computed from the
+    clock in nanoseconds and rounded *up* to the tick, so a task is never
+    considered due before its deadline (Kafka truncates "now" to the
+    millisecond and can fire up to a tick early).
+
+    :param tick_ms: wheel resolution in milliseconds, >= 1
+    :param wheel_size: buckets per level, >= 2
+    :param start_ms: wheel start (default: now)
+    :param clock: a callable returning nanoseconds (default time.monotonic_ns)
+    :param manual: drive the clock by hand via now_ns (MockTimer)
+    """
+
+    def __init__(
+        self, tick_ms: int = DEFAULT_TICK_MS, wheel_size: int = DEFAULT_WHEEL_SIZE,
+        start_ms: int | None = None, clock: Callable[[], int] | None = None,
+        manual: bool = False,
+    ) -> None:
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be callable, got {clock!r}")
+        self._clock = clock if clock is not None else _monotonic_ns
+        self._manual = bool(manual)
+        tick_ms = _check_positive(tick_ms, "tick_ms", 1)
+        wheel_size = _check_positive(wheel_size, "wheel_size", 2)
+        if start_ms is None:
+            start_ms = 0 if manual else self._clock() // _NS_PER_MS
+        start_ms = _check_time(start_ms, "start_ms")
+        self._manual_now_ns = start_ms * _NS_PER_MS
+        self._counter = TaskCounter()
+        self._queue = DelayQueue()
+        self._wheel = TimingWheel(tick_ms, wheel_size, start_ms, self._counter, self._queue)
+        self._tick_ms = tick_ms
+        # Expired tasks point at this (never linked) bucket so that running or
+        # cancelling them can still find the counter.
+        self._expired = TimerTaskList(self._counter)
+        self._ready: list[TimerTask] = []
+        self._closed = False
+
+    # -- clock -------------------------------------------------------------
+    @property
+    def now_ns(self) -> int:
+        """The timer's clock in nanoseconds."""
+        if self._manual:
+            return self._manual_now_ns
+        return self._clock()
+
+    @now_ns.setter
+    def now_ns(self, value: int) -> None:
+        if not self._manual:
+            raise AttributeError("now_ns is read-only on a real-time timer")
+        self._manual_now_ns = _check_time(value, "now_ns")
+
+    @property
+    def now_ms(self) -> int:
+        """The timer's clock in whole milliseconds (rounded down)."""
+        return self.now_ns // _NS_PER_MS
+
+    @property
+    def tick_ms(self) -> int:
+        """Width of a level-0 bucket, in milliseconds."""
+        return self._tick_ms
+
+    @property
+    def wheel(self) -> TimingWheel:
+        """The level-0 TimingWheel."""
+        return self._wheel
+
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._closed
+
+    def __len__(self) -> int:
+        return self._counter.value
+
+    @property
+    def next_expiration_ms(self) -> int | None:
+        """When the next bucket is due (ms), the current time if tasks are ready, or None."""
+        with _LOCK:
+            if self._ready:
+                return self.now_ms
+            return self._queue.next_expiration_ms
+
+    # -- add / schedule ----------------------------------------------------
+    def add(self, task: TimerTask) -> None:
+        """Schedule ``task`` to run ``task.delay_ms`` from now.
+
+        Re-adding a pending task moves it (the count is unchanged).
+
+        Runtime complexity: O(levels).
+
+        :raises TypeError: if ``task`` is not a TimerTask
+        :raises RuntimeError: if the timer is closed, or the task is spent
+        :raises ValueError: if the task is pending in another timer
+        """
+        if not isinstance(task, TimerTask):
+            raise TypeError(f"task must be a TimerTask, got {task!r}")
+        with _LOCK:
+            wake = self._add(task, _delay_to_ns(task._delay_ms))
+        if wake:
+            self._on_wake()
+
+    def schedule(
+        self, delay_ms: int | float, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> TimerTask:
+        """Run ``fn(*args, **kwargs)`` in ``delay_ms`` milliseconds.
+
+        Runtime complexity: O(levels).
+
+        :return: the TimerTask, whose cancel() stops it
+        :raises TypeError: if ``fn`` is not callable
+        :raises RuntimeError: if the timer is closed
+        """
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        delay_ns = _delay_to_ns(delay_ms)
+        task = TimerTask(delay_ms, fn, *args, **kwargs)
+        with _LOCK:
+            wake = self._add(task, delay_ns)
+        if wake:
+            self._on_wake()
+        return task
+
+    def _add(self, task: TimerTask, delay_ns: int) -> bool:
+        # Returns True when the driver must wake: the task is ready, or its
+        # bucket became the queue's head.
+        if self._closed:
+            raise RuntimeError("timer is closed")
+        if task._spent:
+            raise RuntimeError(
+                f"{task!r} has run or been cancelled and released its callable; "
+                "schedule a new task"
+            )
+        state = task._state
+        if state == _PENDING or state == _EXPIRED:
+            owner = task._list
+            if owner is not None and owner._counter is not self._counter:
+                raise ValueError(f"{task!r} is pending in another timer")
+            if state == _PENDING:
+                if owner is not None:
+                    owner._unlink(task)
+            else:
+                self._counter.value -= 1
+                task._list = None
+        deadline_ns = self.now_ns + delay_ns
+        # Round up to the millisecond, then up to the tick: never early.
+        expiration = -((-deadline_ns) // _NS_PER_MS)
+        tick = self._tick_ms
+        expiration = -((-expiration) // tick) * tick
+        task._expiration_ms = expiration
+        task._state = _PENDING
+        before = len(self._queue._heap)
+        if self._wheel._add(task):
+            heap = self._queue._heap
+            return len(heap) > before and heap[0][2] is task._list
+        self._expire(task)
+        self._ready.append(task)
+        return True
+
+    def _expire(self, task: TimerTask) -> None:
+        task._state = _EXPIRED
+        task._list = self._expired
+        self._counter.value += 1
+
+    def _on_wake(self) -> None:
+        """Hook: a task became ready or an earlier bucket was queued."""
+
+    # -- expire ------------------------------------------------------------
+    def take_ready(self) -> list[TimerTask]:
+        """Remove and return tasks that were already due when added."""
+        with _LOCK:
+            ready = self._ready
+            self._ready = []
+            return ready
+
+    def poll(self, now_ms: int, step: bool = False) -> list[TimerTask]:
+        """Advance the wheel through every bucket due at ``now_ms``; return expired tasks.
+
+        Tasks come out in expiration order (to the tick).  With ``step=True``
+        it stops after the first time slot that expired at least one task,
+        so a discrete-event driver can run them before looking further.
+        """
+        with _LOCK:
+            expired = self._ready
+            self._ready = []
+            queue = self._queue
+            wheel = self._wheel
+            last = None
+            while True:
+                head = queue.next_expiration_ms
+                if head is None or head > now_ms:
+                    break
+                if step and expired and last is not None and head > last:
+                    break
+                bucket = queue.poll(now_ms)
+                assert bucket is not None
+                last = head
+                wheel._advance(head)
+                root = bucket._root
+                node = root._next
+                while node is not root:
+                    assert node is not None
+                    bucket._unlink(node)
+                    if not wheel._add(node):
+                        self._expire(node)  # type: ignore[arg-type]
+                        expired.append(node)  # type: ignore[arg-type]
+                    node = root._next
+                bucket._expiration_ms = None
+            return expired
+
+    def cancel_all(self) -> int:
+        """Cancel every pending task; return how many were cancelled."""
+        with _LOCK:
+            tasks: list[TimerTask] = []
+            wheel: TimingWheel | None = self._wheel
+            while wheel is not None:
+                for bucket in wheel._buckets:
+                    tasks.extend(bucket.entries())  # type: ignore[arg-type]
+                wheel = wheel._overflow
+            tasks.extend(t for t in self._ready if t._state == _EXPIRED)
+            self._ready = []
+            n = 0
+            for task in tasks:
+                n += task.cancel()
+            return n
+
+    def _close_core(self) -> None:
+        with _LOCK:
+            self._closed = True
+        self.cancel_all()
+
+    def _run(
+        self, tasks: Iterable[TimerTask],
+        on_error: Callable[[TimerTask, BaseException], Any], set_clock: bool = False,
+    ) -> int:
+        """Run each task still expired (skipping cancelled/re-added ones).
+
+        Exceptions (``Exception`` subclasses) go to ``on_error(task, exc)``;
+        others propagate after the task is marked done.  With ``set_clock``
+        the manual clock reads each task's expiration while it runs.
+
+        :return: how many tasks ran
+        """
+        ran = 0
+        for task in tasks:
+            with _LOCK:
+                if task._state != _EXPIRED:
+                    continue
+                task._state = _RUNNING
+                bucket = task._list
+                if bucket is not None:
+                    bucket._counter.value -= 1
+                task._list = None
+                if set_clock:
+                    at = task._expiration_ms * _NS_PER_MS
+                    if at > self._manual_now_ns:
+                        self._manual_now_ns = at
+            ran += 1
+            try:
+                if type(task) is TimerTask:
+                    fn = task._fn
+                    if fn is not None:
+                        fn(*task._args)
+                else:
+                    task.run()
+            except Exception as exc:
+                on_error(task, exc)
+            finally:
+                with _LOCK:
+                    if task._state == _RUNNING:
+                        task._state = _DONE
+                        task._release()
+        return ran
+
+    def _check(self) -> None:
+        """Raise AssertionError unless wheel, queue and counter agree."""
+        with _LOCK:
+            self._wheel._check()
+            expired = sum(1 for t in self._ready if t._state == _EXPIRED)
+            linked = self._wheel._linked()
+            if self._counter.value < linked + expired:
+                raise AssertionError(
+                    f"counter {self._counter.value} < linked {linked} + ready {expired}"
+                )

@@ -1,0 +1,393 @@
+"""SystemTimer and MockTimer: thin Python drivers over the timing-wheel core.
+
+Kafka's ``SystemTimer`` pairs a hierarchical timing wheel with a reaper
+thread that polls a ``DelayQueue`` of buckets every 200 ms.  tickwheel keeps
+the shape and removes the poll: the reaper sleeps on a condition variable
+(``threading.Condition.wait`` releases the GIL) exactly until the earliest
+bucket is due, and :meth:`~tickwheel._wheel_py.TimerCore.add` wakes it at once
+when a task lands in a bucket earlier than everything pending, or is already
+due.  Expired tasks go to an executor so slow callbacks never delay the clock.
+
+:class:`MockTimer` is the same wheel on a manual clock: no threads, tasks run
+inside :meth:`MockTimer.advance_clock`, in deadline order, and ``now_ms``
+reads each task's deadline while it runs (a discrete-event clock).  Tests and
+event-time replay use it.
+
+Example (manual clock)::
+
+    >>> from tickwheel import MockTimer
+    >>> timer = MockTimer()
+    >>> fired = []
+    >>> task = timer.schedule(10, fired.append, "ten")
+    >>> timer.advance_clock(9), fired
+    (False, [])
+    >>> timer.advance_clock(1), fired, timer.now_ms
+    (True, ['ten'], 10)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+import threading
+from queue import SimpleQueue
+from typing import Any, Callable, Literal, Optional, Union
+
+from . import _wheel_py
+from ._impl import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, TimerCore, TimerTask
+
+__all__ = ["MockTimer", "SystemTimer"]
+
+logger = logging.getLogger("tickwheel")
+
+_NS_PER_MS = 1_000_000
+
+ErrorHandler = Callable[[TimerTask, BaseException], Any]
+Executor = Union[None, Literal["inline"], concurrent.futures.Executor]
+
+
+def _log_error(task: Any, exc: BaseException) -> None:
+    """Default error handler: log the exception with its traceback."""
+    logger.error("tickwheel task %r raised", task, exc_info=exc)
+
+
+def _check_ms(value: object, name: str) -> int:
+    """Validate a non-negative duration in ms and return it in nanoseconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of milliseconds, got {value!r}")
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    if value > _wheel_py.MAX_DELAY_MS:
+        raise OverflowError(f"{name}={value!r} is out of range")
+    if isinstance(value, int):
+        return value * _NS_PER_MS
+    return math.ceil(value * _NS_PER_MS)
+
+
+class _SystemTimerMixin:
+    """Reaper, executor and lifecycle; the wheel comes from the core base."""
+
+    def __init__(
+        self,
+        name: str = "tickwheel",
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
+        start_ms: Optional[int] = None,
+        executor: Executor = None,
+        reaper: bool = True,
+        *,
+        clock: Optional[Callable[[], int]] = None,
+        on_error: Optional[ErrorHandler] = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty str, got {name!r}")
+        if on_error is not None and not callable(on_error):
+            raise TypeError(f"on_error must be callable, got {on_error!r}")
+        if not (
+            executor is None
+            or executor == "inline"
+            or isinstance(executor, concurrent.futures.Executor)
+        ):
+            raise TypeError(
+                "executor must be None, 'inline' or a concurrent.futures.Executor, "
+                f"got {executor!r}"
+            )
+        super().__init__(tick_ms, wheel_size, start_ms, clock)  # type: ignore[call-arg]
+        self.name = name
+        self._on_error: ErrorHandler = on_error if on_error is not None else _log_error
+        self._executor = executor
+        self._cond = threading.Condition(threading.Lock())
+        self._stopping = False
+        self._batches: Optional[SimpleQueue[Optional[list[TimerTask]]]] = None
+        self._worker: Optional[threading.Thread] = None
+        self._reaper: Optional[threading.Thread] = None
+        if executor is None:
+            self._batches = SimpleQueue()
+            self._worker = threading.Thread(
+                target=self._work, name=f"{name}-executor", daemon=True
+            )
+            self._worker.start()
+        if reaper:
+            self._reaper = threading.Thread(
+                target=self._reap, name=f"{name}-reaper", daemon=True
+            )
+            self._reaper.start()
+
+    # -- waking and waiting -------------------------------------------------
+    def _on_wake(self) -> None:
+        # Called by the core after an add that needs the reaper's attention.
+        with self._cond:
+            self._cond.notify_all()
+
+    def _due_in_ns(self) -> Optional[int]:
+        """Nanoseconds until the next bucket is due (<= 0: due now), or None."""
+        nxt = self.next_expiration_ms  # type: ignore[attr-defined]
+        if nxt is None:
+            return None
+        return int(nxt * _NS_PER_MS - self.now_ns)  # type: ignore[attr-defined]
+
+    def _reap(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return
+                    due_in = self._due_in_ns()
+                    if due_in is not None and due_in <= 0:
+                        break
+                    # Sleeps with the GIL released; add() and close() notify.
+                    self._cond.wait(None if due_in is None else due_in / 1e9)
+            try:
+                self._expire_due()
+            except BaseException:  # the reaper must survive anything
+                logger.exception("tickwheel reaper %r: error while expiring", self.name)
+
+    def _expire_due(self) -> bool:
+        batch = self.poll(self.now_ms)  # type: ignore[attr-defined]
+        if batch:
+            self._dispatch(batch)
+            return True
+        return False
+
+    # -- running expired tasks -----------------------------------------------
+    def _dispatch(self, batch: list[TimerTask]) -> None:
+        executor = self._executor
+        if executor is None:
+            assert self._batches is not None
+            self._batches.put(batch)
+        elif executor == "inline":
+            self._run_batch(batch)
+        else:
+            try:
+                executor.submit(self._run_batch, batch)  # type: ignore[union-attr]
+            except RuntimeError:
+                # The executor was shut down under us: nothing may be lost
+                # silently, so the tasks are cancelled and the fact logged.
+                n = sum(task.cancel() for task in batch)
+                logger.error(
+                    "tickwheel timer %r: executor refused %d due task(s); cancelled",
+                    self.name, n,
+                )
+
+    def _run_batch(self, batch: list[TimerTask]) -> None:
+        while True:
+            if self.closed:  # type: ignore[attr-defined]
+                for task in batch:
+                    task.cancel()
+                return
+            try:
+                self._run(batch, self._on_error)  # type: ignore[attr-defined]
+                return
+            except BaseException:
+                # A task raised SystemExit/KeyboardInterrupt-like exceptions;
+                # the rest of the batch is still expired, so loop and go on.
+                logger.exception("tickwheel timer %r: task aborted", self.name)
+
+    def _work(self) -> None:
+        assert self._batches is not None
+        get = self._batches.get
+        while True:
+            batch = get()
+            if batch is None:
+                return
+            self._run_batch(batch)
+
+    # -- public API -----------------------------------------------------------
+    def advance_clock(self, timeout_ms: Union[int, float] = 0) -> bool:
+        """Wait up to ``timeout_ms`` for a bucket to be due, then expire what is due.
+
+        Kafka's ``advanceClock``: for ``reaper=False`` timers driven by the
+        caller (it is also safe alongside the reaper).
+
+        :return: True iff at least one task expired
+        :raises ValueError: if ``timeout_ms`` is negative or not finite
+        """
+        wait_ns = _check_ms(timeout_ms, "timeout_ms")
+        deadline = self.now_ns + wait_ns  # type: ignore[attr-defined]
+        with self._cond:
+            while True:
+                due_in = self._due_in_ns()
+                if due_in is not None and due_in <= 0:
+                    break
+                left = deadline - self.now_ns  # type: ignore[attr-defined]
+                if left <= 0 or self._stopping:
+                    return False
+                if due_in is not None:
+                    left = min(left, due_in)
+                self._cond.wait(left / 1e9)
+        return self._expire_due()
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The threads this timer started (reaper, executor worker)."""
+        return [t for t in (self._reaper, self._worker) if t is not None]
+
+    def close(self) -> None:
+        """Stop the reaper and worker, cancel every pending task; idempotent.
+
+        Returns promptly (no poll interval); a task running right now is
+        allowed to finish.  Safe to call from a task running on this timer.
+        """
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._close_core()  # type: ignore[attr-defined]
+        if self._batches is not None:
+            self._batches.put(None)
+        current = threading.current_thread()
+        for thread in self.threads:
+            if thread is not current and thread.is_alive():
+                thread.join()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"  # type: ignore[attr-defined]
+        return f"<SystemTimer {self.name!r} {state} pending={len(self)}>"  # type: ignore[arg-type]
+
+
+class _MockTimerMixin:
+    """Manual clock and synchronous running; the wheel comes from the core base."""
+
+    def __init__(
+        self,
+        start_ms: int = 0,
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
+        *,
+        on_error: Optional[ErrorHandler] = None,
+    ) -> None:
+        if on_error is not None and not callable(on_error):
+            raise TypeError(f"on_error must be callable, got {on_error!r}")
+        super().__init__(tick_ms, wheel_size, start_ms, None, True)  # type: ignore[call-arg]
+        self._on_error: ErrorHandler = on_error if on_error is not None else _log_error
+        self._backlog: list[TimerTask] = []
+
+    def _on_wake(self) -> None:
+        # A task added already due runs synchronously inside add().
+        ready = self.take_ready()  # type: ignore[attr-defined]
+        if ready:
+            self._run(ready, self._on_error, True)  # type: ignore[attr-defined]
+
+    def advance_clock(self, ms: Union[int, float]) -> bool:
+        """Move the clock forward by ``ms`` and run every task that comes due.
+
+        Tasks run in deadline order; while one runs, ``now_ms`` reads its
+        deadline, so tasks it schedules inside the window run in this call.
+
+        :return: True iff a task ran
+        :raises ValueError: if ``ms`` is negative or not finite
+        """
+        step = _check_ms(ms, "ms")
+        return self._advance_to_ns(self.now_ns + step)  # type: ignore[attr-defined]
+
+    def advance_to(self, time_ms: int) -> bool:
+        """Move the clock to the absolute time ``time_ms`` (>= now_ms); see advance_clock.
+
+        :raises ValueError: if ``time_ms`` is before the current time
+        """
+        if isinstance(time_ms, bool) or not isinstance(time_ms, int):
+            raise TypeError(f"time_ms must be an int, got {time_ms!r}")
+        target = time_ms * _NS_PER_MS
+        if target < self.now_ns:  # type: ignore[attr-defined]
+            raise ValueError(
+                f"time_ms={time_ms!r} is before now_ms={self.now_ms}"  # type: ignore[attr-defined]
+            )
+        return self._advance_to_ns(target)
+
+    def _advance_to_ns(self, target_ns: int) -> bool:
+        ran = False
+        run = self._run  # type: ignore[attr-defined]
+        if self._backlog:
+            # Left by a BaseException (e.g. KeyboardInterrupt) in a task last time.
+            ran = bool(run(self._backlog, self._on_error, True))
+            self._backlog = []
+        limit_ms = target_ns // _NS_PER_MS
+        while True:
+            nxt = self.next_expiration_ms  # type: ignore[attr-defined]
+            if nxt is None or nxt > limit_ms:
+                break
+            self._backlog = self.poll(limit_ms, True)  # type: ignore[attr-defined]
+            if run(self._backlog, self._on_error, True):
+                ran = True
+            self._backlog = []
+        if target_ns > self.now_ns:  # type: ignore[attr-defined]
+            self.now_ns = target_ns
+        return ran
+
+    def close(self) -> None:
+        """Cancel every pending task and refuse new ones; idempotent."""
+        self._close_core()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<MockTimer now_ms={self.now_ms} pending={len(self)}>"  # type: ignore[attr-defined, arg-type]
+
+
+class SystemTimer(_SystemTimerMixin, TimerCore):
+    """A real-time hierarchical timing wheel with its own reaper thread.
+
+    The reaper sleeps (GIL released) until the earliest bucket is due and
+    hands expired tasks to the executor: by default one named worker thread
+    fed in batches; ``executor="inline"`` runs them on the reaper thread; any
+    :class:`concurrent.futures.Executor` works.  A task that raises is passed
+    to ``on_error`` (default: logged on the ``tickwheel`` logger) and never
+    stops the reaper.  Tasks never run before their deadline.
+
+    Runtime complexity: add/schedule O(levels), cancel O(1).
+
+    >>> import threading
+    >>> done = threading.Event()
+    >>> with SystemTimer() as timer:
+    ...     task = timer.schedule(5, done.set)
+    ...     done.wait(5)
+    True
+
+    :param name: prefix of the thread names
+    :param tick_ms: resolution in milliseconds (>= 1)
+    :param wheel_size: buckets per wheel level (>= 2)
+    :param start_ms: wheel start on the clock, in ms (default: now)
+    :param executor: None, "inline", or a concurrent.futures.Executor
+    :param reaper: start the reaper thread (False: call advance_clock yourself)
+    :param clock: callable returning nanoseconds (default time.monotonic_ns)
+    :param on_error: ``on_error(task, exc)`` for exceptions raised by tasks
+    """
+
+
+class MockTimer(_MockTimerMixin, TimerCore):
+    """The same wheel on a manual clock: no threads, tasks run in advance_clock.
+
+    A task added when already due runs synchronously inside ``add``.
+
+    >>> timer = MockTimer(start_ms=0)
+    >>> seen = []
+    >>> _ = timer.schedule(20, lambda: seen.append(timer.now_ms))
+    >>> _ = timer.schedule(10, lambda: seen.append(timer.now_ms))
+    >>> timer.advance_clock(100), seen, len(timer)
+    (True, [10, 20], 0)
+
+    :param start_ms: initial clock value in ms
+    :param tick_ms: resolution in milliseconds (>= 1)
+    :param wheel_size: buckets per wheel level (>= 2)
+    :param on_error: ``on_error(task, exc)`` for exceptions raised by tasks
+    """
+
+
+class PySystemTimer(_SystemTimerMixin, _wheel_py.TimerCore):
+    """SystemTimer on the pure-Python core (for debugging and parity tests)."""
+
+
+class PyMockTimer(_MockTimerMixin, _wheel_py.TimerCore):
+    """MockTimer on the pure-Python core (for debugging and parity tests)."""
