@@ -95,8 +95,10 @@ cdef int64_t _check_positive(object value, str name, int64_t minimum) except? -1
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"{name} must be an int, got {value!r}")
     result = _index(value)
-    if result < minimum or result > C_MAX_TIME_MS:
+    if result < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    if result > 2**62:
+        raise OverflowError(f"{name}={value!r} is out of range")
     return result
 
 
@@ -596,7 +598,7 @@ cdef class TimingWheel:
         cdef int64_t tick = _check_positive(tick_ms, "tick_ms", 1)
         cdef int64_t size = _check_positive(wheel_size, "wheel_size", 2)
         cdef int64_t start = _check_time(start_ms, "start_ms")
-        if <double>tick * <double>size > 2.0 * <double>C_MAX_TIME_MS:
+        if <double>tick * <double>size > 4.611686018427388e18:
             raise OverflowError("tick_ms * wheel_size is too large")
         self._tick_ms = tick
         self._wheel_size = size
@@ -827,7 +829,11 @@ cdef class TimerCore:
     def now_ns(self, value):
         if not self._manual:
             raise AttributeError("now_ns is read-only on a real-time timer")
-        self._manual_now_ns = _check_time(value, "now_ns")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"now_ns must be an int, got {value!r}")
+        if not -(2**62) <= value <= 2**62:
+            raise OverflowError(f"now_ns={value!r} is out of range")
+        self._manual_now_ns = value
 
     @property
     def now_ms(self):

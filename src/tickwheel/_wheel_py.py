@@ -84,8 +84,10 @@ def _check_positive(value: object, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"{name} must be an int, got {value!r}")
     result = operator.index(value)  # type: ignore[call-overload]
-    if result < minimum or result > _MAX_TIME_MS:
+    if result < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    if result > 2**62:
+        raise OverflowError(f"{name}={value!r} is out of range")
     return result
 
 
@@ -550,7 +552,7 @@ class TimingWheel:
         self._tick_ms = _check_positive(tick_ms, "tick_ms", 1)
         self._wheel_size = _check_positive(wheel_size, "wheel_size", 2)
         start_ms = _check_time(start_ms, "start_ms")
-        if self._tick_ms * self._wheel_size > 2 * _MAX_TIME_MS:
+        if self._tick_ms * self._wheel_size > 2**62:
             raise OverflowError("tick_ms * wheel_size is too large")
         self._interval_ms = self._tick_ms * self._wheel_size
         self._counter = counter if counter is not None else TaskCounter()
@@ -745,7 +747,11 @@ class TimerCore:
     def now_ns(self, value: int) -> None:
         if not self._manual:
             raise AttributeError("now_ns is read-only on a real-time timer")
-        self._manual_now_ns = _check_time(value, "now_ns")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"now_ns must be an int, got {value!r}")
+        if not -(2**62) <= value <= 2**62:
+            raise OverflowError(f"now_ns={value!r} is out of range")
+        self._manual_now_ns = value
 
     @property
     def now_ms(self) -> int:

@@ -1,0 +1,113 @@
+"""Shared fixtures: both core implementations, both timer families.
+
+The ``c-extension`` variants import ``tickwheel._wheel`` directly, so a build
+that silently fell back to pure Python fails here instead of testing the twin
+twice.  ``--no-c-extensions`` (or ``TICKWHEEL_NO_EXTENSIONS=1``) deselects them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+NO_EXT_ENV = os.environ.get("TICKWHEEL_NO_EXTENSIONS", "") not in ("", "0")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--no-c-extensions",
+        action="store_true",
+        default=False,
+        help="run only the pure-Python implementation",
+    )
+
+
+def _no_ext(config: pytest.Config) -> bool:
+    return bool(config.getoption("--no-c-extensions")) or NO_EXT_ENV
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _no_ext(config):
+        return
+    import tickwheel
+
+    if not tickwheel.USE_EXTENSIONS:
+        raise pytest.UsageError(
+            "tickwheel was imported without its C extension, but the test run "
+            "expects it (build it with `pip install .`, or run with "
+            "--no-c-extensions / TICKWHEEL_NO_EXTENSIONS=1)"
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:
+    if not _no_ext(config):
+        return
+    skip = pytest.mark.skip(reason="--no-c-extensions")
+    for item in items:
+        if "c_extension" in item.keywords:
+            item.add_marker(skip)
+
+
+IMPLS = [
+    pytest.param("tickwheel._wheel", id="c-extension", marks=pytest.mark.c_extension),
+    pytest.param("tickwheel._wheel_py", id="pure-python"),
+]
+
+
+@pytest.fixture(params=IMPLS)
+def impl(request: pytest.FixtureRequest) -> ModuleType:
+    """The core module: ``tickwheel._wheel`` or ``tickwheel._wheel_py``."""
+    return importlib.import_module(request.param)
+
+
+class Timers:
+    """The MockTimer/SystemTimer pair built on one core implementation."""
+
+    def __init__(self, core: ModuleType) -> None:
+        from tickwheel import timer
+
+        self.core = core
+        self.TimerTask = core.TimerTask
+        if core.__name__.endswith("_py"):
+            self.MockTimer: Any = timer.PyMockTimer
+            self.SystemTimer: Any = timer.PySystemTimer
+        else:
+            self.MockTimer = timer.MockTimer
+            self.SystemTimer = timer.SystemTimer
+
+
+@pytest.fixture
+def timers(impl: ModuleType) -> Timers:
+    return Timers(impl)
+
+
+class FakeClock:
+    """A nanosecond clock that only moves when told to."""
+
+    def __init__(self, start_ms: int = 1_000) -> None:
+        self.ns = start_ms * 1_000_000
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def advance_ms(self, ms: float) -> None:
+        self.ns += int(ms * 1_000_000)
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def no_thread_leak():
+    """Fail if a test leaves a thread it started alive."""
+    before = set(threading.enumerate())
+    yield
+    leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    assert not leaked, f"threads left alive: {leaked}"

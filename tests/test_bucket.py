@@ -1,0 +1,128 @@
+"""TimerTaskList (bucket): link, unlink, flush, shared counter; _check() after each op."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_bucket_counter_shared_across_buckets(impl):
+    # Kafka's TimerTaskListTest: three buckets sharing one counter.
+    counter = impl.TaskCounter()
+    b1, b2, b3 = (impl.TimerTaskList(counter) for _ in range(3))
+    tasks = [impl.TimerTask(10) for _ in range(10)]
+    for i, task in enumerate(tasks, start=1):
+        b1.add(task)
+        b1._check()
+        assert counter.value == i
+    for task in tasks[:4]:
+        b2.add(task)  # moving an entry keeps the count
+        b1._check(), b2._check()
+        assert counter.value == 10
+    for task in tasks[4:]:
+        b3.add(task)
+        b1._check(), b3._check()
+        assert counter.value == 10
+    assert (len(b1), len(b2), len(b3)) == (0, 4, 6)
+    assert b2.entries() == tasks[:4] and b3.entries() == tasks[4:]
+    for bucket, expect in ((b2, 6), (b3, 0)):
+        for task in bucket.entries():
+            assert bucket.remove(task)
+            bucket._check()
+        assert len(bucket) == 0
+        assert counter.value == expect
+
+
+def test_bucket_remove_only_own_entries(impl):
+    b1, b2 = impl.TimerTaskList(), impl.TimerTaskList()
+    entry = impl.TimerTaskEntry(5)
+    b1.add(entry)
+    assert entry.list is b1
+    assert not b2.remove(entry)
+    assert b1.remove(entry)
+    assert not b1.remove(entry)  # idempotent
+    assert entry.list is None
+    b1._check(), b2._check()
+
+
+def test_bucket_unlink_middle_head_tail(impl):
+    bucket = impl.TimerTaskList()
+    entries = [impl.TimerTaskEntry(i) for i in range(5)]
+    for e in entries:
+        bucket.add(e)
+    for victim in (entries[2], entries[0], entries[4]):
+        bucket.remove(victim)
+        bucket._check()
+    assert bucket.entries() == [entries[1], entries[3]]
+
+
+def test_bucket_flush_detaches_then_calls(impl):
+    counter = impl.TaskCounter()
+    bucket = impl.TimerTaskList(counter)
+    entries = [impl.TimerTaskEntry(i) for i in range(4)]
+    for e in entries:
+        bucket.add(e)
+    assert bucket.set_expiration(100) is True
+    assert bucket.set_expiration(100) is False  # unchanged: no re-queue
+    seen = []
+
+    def readd(entry):
+        seen.append(entry)
+        assert entry.list is None
+        bucket.add(entry)  # flush detached first, so this cannot loop forever
+        bucket._check()
+
+    assert bucket.flush(readd) == 4
+    assert seen == entries
+    assert bucket.expiration_ms is None
+    assert len(bucket) == 4 and counter.value == 4
+
+
+def test_bucket_expiration_none_and_change(impl):
+    bucket = impl.TimerTaskList()
+    assert bucket.expiration_ms is None
+    assert bucket.set_expiration(5)
+    assert bucket.expiration_ms == 5
+    assert bucket.set_expiration(6)
+    assert bucket.set_expiration(None)
+    assert not bucket.set_expiration(None)
+
+
+def test_bucket_add_rejects_non_entry(impl):
+    with pytest.raises(TypeError, match="entry must be a TimerTaskEntry"):
+        impl.TimerTaskList().add("nope")
+
+
+def test_entry_expiration_locked_while_linked(impl):
+    bucket = impl.TimerTaskList()
+    entry = impl.TimerTaskEntry(5)
+    entry.expiration_ms = 7
+    bucket.add(entry)
+    with pytest.raises(RuntimeError, match="linked"):
+        entry.expiration_ms = 8
+    assert entry.expiration_ms == 7
+    assert entry.task is None
+    task = impl.TimerTask(1)
+    assert task.task is task
+
+
+def test_delay_queue_orders_buckets(impl):
+    queue = impl.DelayQueue()
+    buckets = []
+    for exp in (30, 10, 20, 10):
+        b = impl.TimerTaskList()
+        b.set_expiration(exp)
+        buckets.append(b)
+    assert queue.offer(buckets[0]) is True
+    assert queue.offer(buckets[1]) is True
+    assert queue.offer(buckets[2]) is False
+    assert queue.offer(buckets[3]) is False  # ties keep insertion order
+    queue._check()
+    assert queue.next_expiration_ms == 10
+    assert queue.poll(9) is None
+    assert queue.poll(10) is buckets[1]
+    assert queue.poll(10) is buckets[3]
+    assert queue.poll(100) is buckets[2]
+    assert queue.peek() is buckets[0]
+    assert len(queue) == 1
+    with pytest.raises(ValueError, match="no expiration"):
+        queue.offer(impl.TimerTaskList())

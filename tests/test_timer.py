@@ -1,0 +1,553 @@
+"""SystemTimer and MockTimer, on both core implementations.
+
+MockTimer and a fake clock carry the semantics; only the tests marked
+``slow`` wait for real time (the reaper must fire on its own), and they
+assert ordering and "never early", not durations.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import math
+import threading
+import time
+
+import pytest
+
+from tickwheel import MAX_DELAY_MS
+
+# -- MockTimer semantics ------------------------------------------------------
+
+
+def test_mock_runs_task_when_clock_reaches_deadline(timers):
+    timer = timers.MockTimer()
+    fired = []
+    timer.schedule(10, fired.append, "a")
+    assert timer.advance_clock(9) is False and fired == []
+    assert len(timer) == 1
+    assert timer.advance_clock(1) is True  # Kafka's mock would need 11
+    assert fired == ["a"] and len(timer) == 0
+    timer._check()
+
+
+def test_mock_runs_in_deadline_order_with_now_at_deadline(timers):
+    timer = timers.MockTimer(start_ms=100)
+    seen = []
+    for delay in (50, 5, 700, 20, 20, 3000, 1):
+        timer.schedule(delay, lambda d=delay: seen.append((d, timer.now_ms)))
+        timer._check()
+    assert timer.advance_clock(5000)
+    assert [d for d, _ in seen] == [1, 5, 20, 20, 50, 700, 3000]
+    assert all(now == 100 + d for d, now in seen)
+    assert timer.now_ms == 5100
+
+
+def test_mock_discrete_event_chain_runs_in_same_advance(timers):
+    timer = timers.MockTimer()
+    times = []
+
+    def hop(n):
+        times.append(timer.now_ms)
+        if n:
+            timer.schedule(7, hop, n - 1)  # due 7 ms after *this* task's deadline
+
+    timer.schedule(7, hop, 5)
+    timer.advance_clock(40)
+    assert times == [7, 14, 21, 28, 35]
+    assert len(timer) == 1  # the sixth hop is due at 42
+    timer.advance_clock(2)
+    assert times[-1] == 42 and len(timer) == 0
+
+
+def test_mock_already_due_runs_inside_add(timers):
+    # Kafka's "already expired" test: delays -5..-1 all run.
+    timer = timers.MockTimer()
+    ran = []
+    for delay in range(-5, 0):
+        task = timers.TimerTask(delay, ran.append, delay)
+        timer.add(task)
+        assert task.done  # synchronously inside add
+    assert ran == [-5, -4, -3, -2, -1]
+    timer.schedule(0, ran.append, 0)
+    assert ran[-1] == 0 and len(timer) == 0
+
+
+def test_mock_expiration_kafka_ids(timers):
+    # Kafka's TimerTest.testTaskExpiration on the manual clock, with order.
+    timer = timers.MockTimer()
+    ids = list(range(5)) + [i for i in range(10, 100) for _ in (0, 1)] + list(range(100, 500))
+    runs = collections.Counter()
+    order = []
+    for i in ids:
+        timer.schedule(i, lambda i=i: (runs.update([i]), order.append(i)))
+    timer._check()
+    assert order == [0]  # delay 0 is already due: it ran inside add()
+    assert len(timer) == len(ids) - 1
+    timer.advance_clock(600)
+    assert runs == collections.Counter(ids)
+    assert order == sorted(ids)
+    assert len(timer) == 0
+    timer._check()
+
+
+def test_mock_tick_rounds_up_never_early(timers):
+    timer = timers.MockTimer(tick_ms=10)
+    seen = []
+    timer.schedule(5, lambda: seen.append(timer.now_ms))
+    timer.advance_clock(9)
+    assert seen == []
+    timer.advance_clock(1)
+    assert seen == [10]
+
+
+def test_mock_float_delays_round_up(timers):
+    timer = timers.MockTimer()
+    seen = []
+    timer.schedule(2.5, lambda: seen.append(timer.now_ms))
+    timer.advance_clock(2)
+    assert seen == []
+    timer.advance_clock(1)
+    assert seen == [3]
+
+
+def test_mock_readd_moves_pending_task(timers):
+    timer = timers.MockTimer()
+    fired = []
+
+    class Beat(timers.TimerTask):
+        def run(self):
+            fired.append(timer.now_ms)
+
+    task = Beat(10)
+    timer.add(task)
+    timer.advance_clock(5)
+    task.delay_ms = 20
+    timer.add(task)  # moves: now due at 25
+    assert len(timer) == 1
+    timer._check()
+    timer.advance_clock(15)
+    assert fired == []
+    timer.advance_clock(5)
+    assert fired == [25]
+    timer.add(task)  # a subclass can be re-added after it ran
+    timer.advance_clock(20)
+    assert fired == [25, 45]
+
+
+def test_mock_periodic_readd_from_inside_run(timers):
+    timer = timers.MockTimer()
+    fired = []
+
+    def again():
+        fired.append(timer.now_ms)
+        if len(fired) < 4:
+            timer.add(task)
+
+    task = timers.TimerTask(10, again)
+    timer.add(task)
+    timer.advance_clock(100)
+    assert fired == [10, 20, 30, 40]
+    assert task.done and task.fn is None  # released after its last run
+
+
+def test_cancel_is_idempotent_and_exact(timers):
+    timer = timers.MockTimer()
+    fired = []
+    tasks = [timer.schedule(10 + i, fired.append, i) for i in range(10)]
+    assert all(t.pending for t in tasks)
+    assert tasks[3].cancel() is True
+    assert tasks[3].cancel() is False
+    assert tasks[3].cancelled and not tasks[3].pending
+    assert len(timer) == 9
+    timer._check()
+    timer.advance_clock(100)
+    assert fired == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+    assert tasks[0].cancel() is False  # already ran: no effect
+    assert not tasks[0].cancelled and tasks[0].done
+
+
+def test_cancel_from_earlier_task_in_same_tick(timers):
+    timer = timers.MockTimer()
+    fired = []
+    victim = timers.TimerTask(10, fired.append, "victim")
+
+    def killer():
+        fired.append("killer")
+        assert victim.cancel() is True  # expired, not started: still cancellable
+
+    timer.schedule(10, killer)
+    timer.add(victim)
+    timer.advance_clock(10)
+    assert fired == ["killer"]
+    assert len(timer) == 0
+
+
+def test_cancelled_callable_is_released(timers):
+    timer = timers.MockTimer()
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    owner.task = timer.schedule(5, print, owner)  # a cycle through the task
+    owner.task.cancel()
+    assert owner.task.fn is None and owner.task.args == ()
+    with pytest.raises(RuntimeError, match="schedule a new task"):
+        timer.add(owner.task)
+
+
+def test_exception_in_task_goes_to_on_error_and_others_run(timers):
+    errors = []
+    timer = timers.MockTimer(on_error=lambda task, exc: errors.append((task, exc)))
+    fired = []
+
+    def boom():
+        raise ValueError("boom")
+
+    bad = timer.schedule(5, boom)
+    timer.schedule(5, fired.append, 1)
+    timer.schedule(6, fired.append, 2)
+    assert timer.advance_clock(10)
+    assert fired == [1, 2]
+    assert len(errors) == 1 and errors[0][0] is bad
+    assert isinstance(errors[0][1], ValueError)
+    assert bad.done
+
+
+def test_default_error_handler_logs(timers, caplog):
+    timer = timers.MockTimer()
+    timer.schedule(1, lambda: 1 / 0)
+    with caplog.at_level(logging.ERROR, logger="tickwheel"):
+        timer.advance_clock(1)
+    assert "raised" in caplog.text and "ZeroDivisionError" in caplog.text
+
+
+def test_base_exception_propagates_then_backlog_runs(timers):
+    timer = timers.MockTimer()
+    fired = []
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    timer.schedule(5, fired.append, "before")
+    timer.schedule(5, interrupt)
+    timer.schedule(5, fired.append, "after")
+    with pytest.raises(KeyboardInterrupt):
+        timer.advance_clock(5)
+    assert len(timer) == 1  # "after" is due and still counted: nothing lost
+    timer.advance_clock(0)
+    assert fired == ["before", "after"] and len(timer) == 0
+
+
+def test_mock_advance_to(timers):
+    timer = timers.MockTimer(start_ms=50)
+    fired = []
+    timer.schedule(10, fired.append, 1)
+    assert timer.advance_to(60) is True
+    assert fired == [1] and timer.now_ms == 60
+    with pytest.raises(ValueError, match="before now_ms=60"):
+        timer.advance_to(59)
+
+
+def test_mock_close_cancels_and_refuses(timers):
+    timer = timers.MockTimer()
+    task = timer.schedule(5, print)
+    with timer:
+        pass
+    assert task.cancelled and len(timer) == 0
+    timer.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        timer.schedule(1, print)
+    with pytest.raises(RuntimeError, match="closed"):
+        timer.add(timers.TimerTask(1, print))
+
+
+def test_task_pending_in_other_timer_refused(timers):
+    a, b = timers.MockTimer(), timers.MockTimer()
+    task = a.schedule(5, print)
+    with pytest.raises(ValueError, match="another timer"):
+        b.add(task)
+    assert len(a) == 1 and len(b) == 0 and task.pending
+
+
+def test_far_future_and_huge_jumps(timers):
+    timer = timers.MockTimer()
+    fired = []
+    for delay in (1, 10**3, 10**6, 10**9, 10**12):
+        timer.schedule(delay, fired.append, delay)
+    timer._check()
+    assert timer.wheel.levels() >= 5
+    timer.advance_clock(10**12 - 1)
+    assert fired == [1, 10**3, 10**6, 10**9]
+    timer.advance_clock(1)
+    assert fired[-1] == 10**12 and len(timer) == 0
+    timer._check()
+
+
+# -- bad input ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "delay, exc, match",
+    [
+        (math.nan, ValueError, "delay_ms must be finite, got nan"),
+        (math.inf, ValueError, "delay_ms must be finite, got inf"),
+        (-math.inf, ValueError, "delay_ms must be finite, got -inf"),
+        ("10", TypeError, "delay_ms must be a number of milliseconds, got '10'"),
+        (None, TypeError, "delay_ms must be a number of milliseconds, got None"),
+        (True, TypeError, "delay_ms must be a number of milliseconds, got True"),
+        (2**63, OverflowError, "delay_ms=9223372036854775808 is out of range"),
+        (-(2**64), OverflowError, "out of range"),
+        (MAX_DELAY_MS + 1, OverflowError, "out of range"),
+        (1e300, OverflowError, "out of range"),
+    ],
+)
+def test_bad_delay_rejected_everywhere(timers, delay, exc, match):
+    timer = timers.MockTimer()
+    with pytest.raises(exc, match=match):
+        timer.schedule(delay, print)
+    with pytest.raises(exc, match=match):
+        timers.TimerTask(delay, print)
+    task = timers.TimerTask(1, print)
+    with pytest.raises(exc, match=match):
+        task.delay_ms = delay
+    assert task.delay_ms == 1
+    assert len(timer) == 0
+    timer._check()
+
+
+def test_bad_fn_and_task_rejected(timers):
+    timer = timers.MockTimer()
+    with pytest.raises(TypeError, match="fn must be callable, got 42"):
+        timer.schedule(1, 42)
+    with pytest.raises(TypeError, match="fn must be callable, got 'x'"):
+        timers.TimerTask(1, "x")
+    with pytest.raises(TypeError, match="task must be a TimerTask, got 'task'"):
+        timer.add("task")
+    with pytest.raises(TypeError):
+        timer.schedule(1)
+    assert len(timer) == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"tick_ms": 0}, ValueError, "tick_ms must be >= 1, got 0"),
+        ({"wheel_size": 1}, ValueError, "wheel_size must be >= 2, got 1"),
+        ({"tick_ms": 2.0}, TypeError, "tick_ms must be an int, got 2.0"),
+        ({"start_ms": "0"}, TypeError, "start_ms must be an int"),
+    ],
+)
+def test_mock_bad_constructor(timers, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        timers.MockTimer(**kwargs)
+
+
+@pytest.mark.parametrize("ms", [-1, math.nan, math.inf, "5", None, True])
+def test_mock_bad_advance(timers, ms):
+    timer = timers.MockTimer()
+    with pytest.raises((TypeError, ValueError)) as err:
+        timer.advance_clock(ms)
+    assert "ms" in str(err.value) and repr(ms) in str(err.value)
+    assert timer.now_ms == 0
+
+
+def test_kwargs_and_numeric_types(timers):
+    import fractions
+
+    timer = timers.MockTimer()
+    out = []
+    timer.schedule(fractions.Fraction(3, 2), lambda **kw: out.append(kw), a=1)
+    timer.advance_clock(2)
+    assert out == [{"a": 1}]
+    task = timers.TimerTask(2.0, print)
+    assert task.delay_ms == 2.0 and isinstance(task.delay_ms, float)
+
+
+# -- SystemTimer on a fake clock (deterministic, no sleeping) -----------------
+
+
+def test_system_fake_clock_advance_clock(timers, fake_clock, no_thread_leak):
+    timer = timers.SystemTimer(reaper=False, executor="inline", clock=fake_clock)
+    fired = []
+    timer.schedule(10, fired.append, "a")
+    timer.schedule(20, fired.append, "b")
+    assert timer.advance_clock(0) is False
+    fake_clock.advance_ms(9.999)
+    assert timer.advance_clock(0) is False  # never early, even by a microsecond
+    fake_clock.advance_ms(0.001)
+    assert timer.advance_clock(0) is True
+    assert fired == ["a"] and len(timer) == 1
+    fake_clock.advance_ms(100)
+    assert timer.advance_clock(0) is True
+    assert fired == ["a", "b"]
+    timer.close()
+
+
+def test_system_fake_clock_sub_ms_now_not_truncated(timers, fake_clock, no_thread_leak):
+    # Kafka truncates "now" to the ms and can fire up to 1 ms early.
+    fake_clock.ns += 900_000  # now = 1000.9 ms
+    timer = timers.SystemTimer(reaper=False, executor="inline", clock=fake_clock)
+    fired = []
+    timer.schedule(1, fired.append, 1)  # deadline 1001.9 ms
+    fake_clock.ns = 1_001_000_000 + 899_999
+    timer.advance_clock(0)
+    assert fired == []
+    fake_clock.ns = 1_002_000_000
+    timer.advance_clock(0)
+    assert fired == [1]
+    timer.close()
+
+
+def test_system_due_task_never_runs_on_caller_thread(timers, no_thread_leak):
+    ran_on = []
+    done = threading.Event()
+    with timers.SystemTimer() as timer:
+        timer.schedule(-1, lambda: (ran_on.append(threading.current_thread()), done.set()))
+        assert done.wait(10)
+    assert ran_on[0] is not threading.current_thread()
+    assert ran_on[0].name == "tickwheel-executor"
+
+
+def test_system_executor_variants(timers, no_thread_leak):
+    for executor in ("inline", concurrent.futures.ThreadPoolExecutor(2, "pool")):
+        names = []
+        done = threading.Event()
+        with timers.SystemTimer(name="x", executor=executor) as timer:
+            timer.schedule(1, lambda: (names.append(threading.current_thread().name), done.set()))
+            assert done.wait(10)
+        expected = "x-reaper" if executor == "inline" else "pool"
+        assert names[0].startswith(expected)
+        if executor != "inline":
+            executor.shutdown()
+
+
+def test_system_executor_shutdown_cancels_due_tasks(timers, fake_clock, no_thread_leak, caplog):
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    pool.shutdown()
+    timer = timers.SystemTimer(reaper=False, executor=pool, clock=fake_clock)
+    task = timer.schedule(1, print)
+    fake_clock.advance_ms(1)
+    with caplog.at_level(logging.ERROR, logger="tickwheel"):
+        timer.advance_clock(0)
+    assert task.cancelled and len(timer) == 0
+    assert "refused" in caplog.text
+    timer.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"executor": "threads"}, TypeError, "executor must be None, 'inline'"),
+        ({"name": ""}, TypeError, "name must be a non-empty str"),
+        ({"tick_ms": 0}, ValueError, "tick_ms must be >= 1, got 0"),
+        ({"on_error": 3}, TypeError, "on_error must be callable, got 3"),
+        ({"clock": 3}, TypeError, "clock must be callable, got 3"),
+    ],
+)
+def test_system_bad_constructor_starts_no_thread(timers, kwargs, exc, match, no_thread_leak):
+    with pytest.raises(exc, match=match):
+        timers.SystemTimer(**kwargs)
+
+
+def test_system_close_idempotent_and_refuses(timers, no_thread_leak):
+    timer = timers.SystemTimer()
+    task = timer.schedule(10_000, print)
+    threads = timer.threads
+    assert {t.name for t in threads} == {"tickwheel-reaper", "tickwheel-executor"}
+    assert all(t.daemon for t in threads)
+    timer.close()
+    timer.close()
+    assert not any(t.is_alive() for t in threads)
+    assert task.cancelled and len(timer) == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        timer.schedule(1, print)
+
+
+# -- SystemTimer with the real reaper (real time) ------------------------------
+
+
+@pytest.mark.slow
+def test_system_reaper_fires_on_its_own_in_order(timers, no_thread_leak):
+    fired = []
+    done = threading.Event()
+    with timers.SystemTimer() as timer:
+        start = time.monotonic_ns()
+        for delay in (300, 100, 200):
+            timer.schedule(
+                delay,
+                lambda d=delay: (fired.append((d, time.monotonic_ns() - start)),
+                                 len(fired) == 3 and done.set()),
+            )
+        assert done.wait(10)
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 2  # close() does not wait out a poll interval
+    assert [d for d, _ in fired] == [100, 200, 300]
+    for delay, elapsed_ns in fired:
+        assert elapsed_ns >= delay * 1_000_000  # never early
+
+
+@pytest.mark.slow
+def test_system_reaper_wakes_for_earlier_bucket(timers, no_thread_leak):
+    # The reaper sleeps until a 60 s bucket; a 20 ms task must still fire
+    # promptly because add() wakes it (no poll interval to wait out).
+    done = threading.Event()
+    with timers.SystemTimer() as timer:
+        timer.schedule(60_000, print)
+        time.sleep(0.05)  # let the reaper go to sleep on the far bucket
+        timer.schedule(20, done.set)
+        assert done.wait(10)
+
+
+@pytest.mark.slow
+def test_system_expiration_kafka_ids(timers, no_thread_leak):
+    # Kafka's TimerTest.testTaskExpiration with the real reaper.
+    ids = list(range(5)) + [i for i in range(10, 100) for _ in (0, 1)] + list(range(100, 500))
+    runs = collections.Counter()
+    lock = threading.Lock()
+    latch = threading.Semaphore(0)
+    early = []
+    with timers.SystemTimer() as timer:
+        for i in ids:
+            scheduled = time.monotonic_ns()
+
+            def run(i=i, scheduled=scheduled):
+                if time.monotonic_ns() - scheduled < i * 1_000_000:
+                    early.append(i)
+                with lock:
+                    runs[i] += 1
+                latch.release()
+
+            timer.schedule(i, run)
+        for _ in ids:
+            assert latch.acquire(timeout=10)
+        assert len(timer) == 0
+    assert runs == collections.Counter(ids)
+    assert early == []
+
+
+@pytest.mark.slow
+def test_system_raising_task_does_not_kill_reaper(timers, no_thread_leak):
+    done = threading.Event()
+    errors = []
+    with timers.SystemTimer(on_error=lambda t, e: errors.append(e)) as timer:
+        timer.schedule(1, lambda: 1 / 0)
+        timer.schedule(5, lambda: (_ for _ in ()).throw(SystemExit))
+        timer.schedule(30, done.set)
+        assert done.wait(10)
+    assert len(errors) == 1 and isinstance(errors[0], ZeroDivisionError)
+
+
+@pytest.mark.slow
+def test_system_close_from_inside_task(timers, no_thread_leak):
+    closed = threading.Event()
+    timer = timers.SystemTimer(executor="inline")
+    timer.schedule(1, lambda: (timer.close(), closed.set()))
+    timer.schedule(10_000, print)
+    assert closed.wait(10)
+    for thread in timer.threads:
+        thread.join(10)
+        assert not thread.is_alive()
+    assert len(timer) == 0

@@ -1,0 +1,107 @@
+"""TimingWheel: boundaries, overflow wheels, clock advance; _check() throughout."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_wheel_boundaries(impl):
+    # Kafka's TimingWheel boundaries with tick 10, size 5, start 1000.
+    wheel = impl.TimingWheel(tick_ms=10, wheel_size=5, start_ms=1000)
+    assert wheel.interval_ms == 50 and wheel.current_time_ms == 1000
+    assert wheel.add(impl.TimerTaskEntry(999)) is False  # already due
+    assert wheel.add(impl.TimerTaskEntry(1005)) is False  # inside the current tick
+    wheel._check()
+    assert wheel.add(impl.TimerTaskEntry(1010)) is True
+    assert wheel.add(impl.TimerTaskEntry(1049)) is True
+    assert wheel.overflow_wheel is None
+    wheel._check()
+    assert wheel.add(impl.TimerTaskEntry(1050)) is True
+    overflow = wheel.overflow_wheel
+    assert overflow is not None and overflow.tick_ms == 50
+    assert wheel.add(impl.TimerTaskEntry(1060)) is True
+    assert wheel.overflow_wheel is overflow  # the same instance for both
+    assert wheel.levels() == 2
+    wheel._check()
+    assert wheel.counter.value == 4
+    assert wheel.bucket(1).entries()[0].expiration_ms == 1010
+    assert wheel.bucket(4).entries()[0].expiration_ms == 1049
+
+
+def test_wheel_advance_clock_rounds_to_tick(impl):
+    wheel = impl.TimingWheel(tick_ms=10, wheel_size=5, start_ms=1000)
+    wheel.advance_clock(1005)
+    assert wheel.current_time_ms == 1000
+    wheel.advance_clock(1010)
+    assert wheel.current_time_ms == 1010
+    wheel.advance_clock(1000)  # never backwards
+    assert wheel.current_time_ms == 1010
+
+
+def test_wheel_overflow_clock_follows(impl):
+    wheel = impl.TimingWheel(tick_ms=10, wheel_size=5, start_ms=1000)
+    entry = impl.TimerTaskEntry(1060)
+    assert wheel.add(entry)
+    wheel.advance_clock(1060)
+    assert wheel.current_time_ms == 1060
+    assert wheel.overflow_wheel.current_time_ms == 1050
+
+
+def test_wheel_start_rounds_down(impl):
+    assert impl.TimingWheel(10, 5, 1009).current_time_ms == 1000
+    assert impl.TimingWheel(10, 5, -5).current_time_ms == -10  # floor, like Python
+
+
+def test_wheel_cascade_via_queue(impl):
+    # Drive a bare wheel the way a timer does: poll due buckets, advance,
+    # re-add; entries come out exactly at their expiration.
+    wheel = impl.TimingWheel(tick_ms=1, wheel_size=4, start_ms=0)
+    queue = wheel.queue
+    expirations = [1, 3, 4, 7, 16, 17, 63, 64, 65, 300]
+    for e in expirations:
+        assert wheel.add(impl.TimerTaskEntry(e))
+        wheel._check()
+    fired = []
+    now = 0
+    while len(queue):
+        now = queue.next_expiration_ms
+        bucket = queue.poll(now)
+        wheel.advance_clock(now)
+
+        def readd(entry, now=now):
+            if not wheel.add(entry):
+                assert entry.expiration_ms == now  # never early, never late
+                fired.append(entry.expiration_ms)
+
+        bucket.flush(readd)
+        wheel._check()
+    assert fired == expirations
+    assert wheel.counter.value == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"tick_ms": 0}, ValueError, "tick_ms must be >= 1, got 0"),
+        ({"tick_ms": -3}, ValueError, "tick_ms must be >= 1, got -3"),
+        ({"wheel_size": 1}, ValueError, "wheel_size must be >= 2, got 1"),
+        ({"tick_ms": 1.5}, TypeError, "tick_ms must be an int, got 1.5"),
+        ({"tick_ms": True}, TypeError, "tick_ms must be an int, got True"),
+        ({"wheel_size": "20"}, TypeError, "wheel_size must be an int"),
+        ({"start_ms": 2**70}, OverflowError, "start_ms="),
+    ],
+)
+def test_wheel_bad_arguments(impl, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        impl.TimingWheel(**kwargs)
+
+
+def test_wheel_add_linked_entry_refused(impl):
+    wheel = impl.TimingWheel(1, 20, 0)
+    entry = impl.TimerTaskEntry(5)
+    assert wheel.add(entry)
+    with pytest.raises(ValueError, match="already linked"):
+        wheel.add(entry)
+    with pytest.raises(TypeError, match="TimerTaskEntry"):
+        wheel.add(5)
+    wheel._check()
