@@ -111,3 +111,11 @@ def no_thread_leak():
     yield
     leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     assert not leaked, f"threads left alive: {leaked}"
+
+
+from hypothesis import settings as _hyp_settings  # noqa: E402
+
+# "ci" is the default; `pytest --hypothesis-profile=long` for a deep run.
+_hyp_settings.register_profile("ci", max_examples=150, deadline=None)
+_hyp_settings.register_profile("long", max_examples=5_000, deadline=None)
+_hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

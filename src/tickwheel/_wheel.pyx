@@ -926,7 +926,8 @@ cdef class TimerCore:
                 f"{task!r} has run or been cancelled and released its callable; "
                 "schedule a new task"
             )
-        deadline_ns = self._now_ns() + delay_ns
+        cdef int64_t now_ns = self._now_ns()
+        deadline_ns = now_ns + delay_ns
         if task._state == PENDING or task._state == EXPIRED:
             owner = task._list
             if owner is not None and owner._counter is not self._counter:
@@ -944,7 +945,9 @@ cdef class TimerCore:
         task._expiration_ms = expiration
         task._state = PENDING
         before = len(self._queue._heap)
-        if self._wheel._add(task):
+        # "Due" is judged on the timer's clock: the wheel's own clock only
+        # moves when a bucket is polled and may lag behind it.
+        if expiration * NS_PER_MS > now_ns and self._wheel._add(task):
             return len(self._queue._heap) > before and self._queue._heap[0] is task._list
         self._expire(task)
         self._ready.append(task)

@@ -845,7 +845,8 @@ class TimerCore:
             else:
                 self._counter.value -= 1
                 task._list = None
-        deadline_ns = self.now_ns + delay_ns
+        now_ns = self.now_ns
+        deadline_ns = now_ns + delay_ns
         # Round up to the millisecond, then up to the tick: never early.
         expiration = -((-deadline_ns) // _NS_PER_MS)
         tick = self._tick_ms
@@ -853,7 +854,9 @@ class TimerCore:
         task._expiration_ms = expiration
         task._state = _PENDING
         before = len(self._queue._heap)
-        if self._wheel._add(task):
+        # "Due" is judged on the timer's clock: the wheel's own clock only
+        # moves when a bucket is polled and may lag behind it.
+        if expiration * _NS_PER_MS > now_ns and self._wheel._add(task):
             heap = self._queue._heap
             return len(heap) > before and heap[0][2] is task._list
         self._expire(task)
