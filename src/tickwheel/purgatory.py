@@ -118,7 +118,13 @@ class _DelayedOperationMixin(_Base):
     ``try_complete`` does not try to take a plain ``Lock`` a second time.
     """
 
-    __slots__ = ()
+    if TYPE_CHECKING:
+        __slots__ = (
+            "_op_lock", "_op_holder", "_op_done", "_op_withdrawn", "_op_expired",
+            "_op_submitted",
+        )
+    else:
+        __slots__ = ()  # the concrete classes own the slots (one layout per core)
 
     _op_lock: Any
     _op_holder: int
@@ -511,16 +517,18 @@ class DelayedOperationPurgatory:
                 ) from None
         if not keys:
             raise ValueError(f"keys must not be empty, got {keys!r}")
-        shards = self._shards
-        mask = self._mask
         try:
-            targets = [(key, shards[hash(key) & mask]) for key in keys]
-            if len(keys) > 1 and len(set(keys)) != len(keys):
-                targets = [(key, shards[hash(key) & mask]) for key in dict.fromkeys(keys)]
+            hashes = list(map(hash, keys))
         except TypeError:
             for key in keys:
                 _hash_key(key, f"key {key!r} in keys")
             raise
+        if len(hashes) > 1 and len(set(hashes)) != len(hashes):
+            # Equal hashes: maybe duplicate keys (watch each key once).
+            keys = tuple(dict.fromkeys(keys))
+            hashes = list(map(hash, keys))
+        shards = self._shards
+        mask = self._mask
         operation._op_submitted = True
 
         completed = False
@@ -530,7 +538,8 @@ class DelayedOperationPurgatory:
             try:
                 if operation.try_complete():
                     return True
-                for key, shard in targets:
+                for key, h in zip(keys, hashes):
+                    shard = shards[h & mask]
                     with shard.lock:
                         ops = shard.watchers.get(key)
                         if ops is None:
