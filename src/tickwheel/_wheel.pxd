@@ -91,6 +91,7 @@ cdef class TimingWheel:
     cdef int64_t _wheel_size
     cdef int64_t _interval_ms
     cdef int64_t _current_time_ms
+    cdef int64_t _current_index     # (current_time_ms // tick_ms) % wheel_size
     cdef list _buckets
     cdef TimingWheel _overflow
     cdef TaskCounter _counter

@@ -1,0 +1,105 @@
+"""The timers tickwheel is compared with, each behind the same tiny API.
+
+Every implementation offers ``schedule(delay_ms, fn) -> handle`` and
+``cancel(handle)`` plus ``close()``, so a benchmark loop pays one Python call
+per operation whatever it measures.  ``HeapTimer`` is the timer people write
+with :mod:`heapq`: push a ``[deadline, seq, fn]`` entry, cancel by turning it
+into a tombstone (``fn = None``) that stays in the heap until popped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import sched
+import time
+from typing import Any, Callable
+
+try:  # pragma: no cover - optional
+    import uvloop
+except ImportError:  # pragma: no cover
+    uvloop = None
+
+
+class HeapTimer:
+    """heapq timer: (deadline, seq, fn) push, tombstone cancel."""
+
+    def __init__(self) -> None:
+        self._heap: list[list[Any]] = []
+        self._seq = itertools.count()
+
+    def schedule(self, delay_ms: float, fn: Callable[[], Any]) -> list[Any]:
+        entry = [time.monotonic() + delay_ms * 0.001, next(self._seq), fn]
+        heapq.heappush(self._heap, entry)
+        return entry
+
+    @staticmethod
+    def cancel(entry: list[Any]) -> None:
+        entry[2] = None
+
+    def close(self) -> None:
+        self._heap.clear()
+
+
+class LoopTimer:
+    """asyncio (or uvloop) ``loop.call_later`` / ``handle.cancel``, loop not running."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        # The unbound method: what ``handle.cancel()`` calls, minus the lookup.
+        self.cancel = type(loop.call_later(1, print)).cancel
+
+    def schedule(self, delay_ms: float, fn: Callable[[], Any]) -> Any:
+        return self.loop.call_later(delay_ms * 0.001, fn)
+
+    def close(self) -> None:
+        for handle in getattr(self.loop, "_scheduled", ()):
+            handle.cancel()
+        if hasattr(self.loop, "_scheduled"):
+            self.loop._scheduled.clear()
+        self.loop.close()
+
+
+class SchedTimer:
+    """``sched.scheduler.enter`` / ``cancel`` (cancel is O(n) in the stdlib)."""
+
+    def __init__(self) -> None:
+        self.s = sched.scheduler(time.monotonic)
+
+    def schedule(self, delay_ms: float, fn: Callable[[], Any]) -> Any:
+        return self.s.enter(delay_ms * 0.001, 0, fn)
+
+    def cancel(self, event: Any) -> None:
+        self.s.cancel(event)
+
+    def close(self) -> None:
+        self.s._queue.clear()  # type: ignore[attr-defined]
+
+
+class WheelTimer:
+    """tickwheel (either core) behind the same API."""
+
+    def __init__(self, timer_cls: Any, task_cls: Any) -> None:
+        self.timer = timer_cls(reaper=False)
+        self.schedule = self.timer.schedule
+        self.cancel = task_cls.cancel  # the unbound method, as for the others
+
+    def close(self) -> None:
+        self.timer.close()
+
+
+def factories() -> dict[str, Callable[[], Any]]:
+    """name -> zero-argument factory of a fresh timer."""
+    from tickwheel import _wheel_py
+    from tickwheel import timer as tw
+
+    out: dict[str, Callable[[], Any]] = {
+        "tickwheel": lambda: WheelTimer(tw.SystemTimer, tw.TimerTask),
+        "tickwheel-py": lambda: WheelTimer(tw.PySystemTimer, _wheel_py.TimerTask),
+        "heapq": HeapTimer,
+        "asyncio": lambda: LoopTimer(asyncio.new_event_loop()),
+    }
+    if uvloop is not None:
+        out["uvloop"] = lambda: LoopTimer(uvloop.new_event_loop())
+    return out

@@ -1,0 +1,27 @@
+"""Benchmark fixtures.  ``bench/`` is outside the test paths on purpose.
+
+Run: ``pytest bench --benchmark-only`` (see README, "Benchmarks").
+``--bench-n`` sets the number of timers per round (default 200,000).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--bench-n", type=int, default=200_000, help="timers per round")
+
+
+@pytest.fixture(scope="session")
+def n(request: pytest.FixtureRequest) -> int:
+    return int(request.config.getoption("--bench-n"))
+
+
+@pytest.fixture(scope="session")
+def delays(n: int) -> list[int]:
+    """W1/W2 delays: uniform in [1 ms, 30 s], fixed seed."""
+    rnd = random.Random(20261122)
+    return [rnd.randint(1, 30_000) for _ in range(n)]

@@ -1,0 +1,23 @@
+"""Run the docstring examples of every module, the compiled core included."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    pytest.param("tickwheel._wheel", marks=pytest.mark.c_extension),
+    "tickwheel._wheel_py",
+    "tickwheel",
+    "tickwheel.timer",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_doctests(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no examples"
+    assert result.failed == 0

@@ -1,0 +1,76 @@
+"""The compiled core and its pure-Python twin expose the same API and docs."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+pytestmark = pytest.mark.c_extension
+
+
+def _is_attribute(obj: object) -> bool:
+    return isinstance(obj, property) or inspect.isdatadescriptor(obj)
+
+
+def _public(cls: type) -> dict[str, object]:
+    names = {}
+    for name in dir(cls):
+        if name.startswith("__") or (name.startswith("_") and name != "_check"):
+            continue
+        names[name] = inspect.getattr_static(cls, name)
+    return names
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from tickwheel import _wheel, _wheel_py
+
+    return _wheel, _wheel_py
+
+
+def test_same_module_names(pair):
+    c, py = pair
+    assert sorted(c.__all__) == sorted(py.__all__)
+    for name in py.__all__:
+        assert hasattr(c, name), name
+    for const in ("DEFAULT_TICK_MS", "DEFAULT_WHEEL_SIZE", "MAX_DELAY_MS"):
+        assert getattr(c, const) == getattr(py, const)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["TaskCounter", "TimerTaskEntry", "TimerTask", "TimerTaskList", "DelayQueue",
+     "TimingWheel", "TimerCore"],
+)
+def test_same_members_docs_and_signatures(pair, name):
+    c_cls, py_cls = getattr(pair[0], name), getattr(pair[1], name)
+    assert inspect.getdoc(c_cls) == inspect.getdoc(py_cls)
+    c_members, py_members = _public(c_cls), _public(py_cls)
+    assert sorted(c_members) == sorted(py_members)
+    for member, py_obj in py_members.items():
+        c_obj = c_members[member]
+        assert inspect.getdoc(c_obj) == inspect.getdoc(py_obj), f"{name}.{member}"
+        assert _is_attribute(c_obj) == _is_attribute(py_obj), member
+        if not _is_attribute(py_obj):
+            py_sig = inspect.signature(py_obj)
+            c_sig = inspect.signature(c_obj)
+            assert list(c_sig.parameters) == list(py_sig.parameters), f"{name}.{member}"
+
+
+@pytest.mark.parametrize(
+    "name, positional",
+    [("TimerTask", (10,)), ("TimingWheel", ()), ("TimerCore", ()),
+     ("TimerTaskEntry", ()), ("TimerTaskList", ())],
+)
+def test_constructors_accept_the_twins_keywords(pair, name, positional):
+    # Cython slot wrappers carry no signature, so check behaviour instead:
+    # every keyword the twin accepts, with its default, works on the C class.
+    py_sig = inspect.signature(getattr(pair[1], name))
+    kwargs = {
+        p.name: p.default
+        for p in py_sig.parameters.values()
+        if p.default is not p.empty and p.kind is not p.POSITIONAL_ONLY
+    }
+    for module in pair:
+        getattr(module, name)(*positional, **kwargs)
