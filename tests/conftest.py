@@ -45,12 +45,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:
+    # Deselect (not skip): the pure-Python pass does not claim to test them.
     if not _no_ext(config):
         return
-    skip = pytest.mark.skip(reason="--no-c-extensions")
-    for item in items:
-        if "c_extension" in item.keywords:
-            item.add_marker(skip)
+    keep = [item for item in items if "c_extension" not in item.keywords]
+    dropped = [item for item in items if "c_extension" in item.keywords]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 IMPLS = [

@@ -1198,8 +1198,8 @@ cdef extern from "Python.h":
     enum:
         METH_FASTCALL
         METH_KEYWORDS
-    object PyDescr_NewMethod(object type, PyMethodDef *meth)
-    void PyType_Modified(object type)
+    object PyDescr_NewMethod(PyTypeObject *type, PyMethodDef *meth)
+    void PyType_Modified(PyTypeObject *type)
 
 cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
                                PyObject *kwnames):
@@ -1237,9 +1237,9 @@ _schedule_def.ml_doc = _SCHEDULE_DOC
 
 
 cdef int _install_fast_schedule() except -1:
-    descr = PyDescr_NewMethod(TimerCore, &_schedule_def)
+    descr = PyDescr_NewMethod(<PyTypeObject *>TimerCore, &_schedule_def)
     (<dict><object>(<_TypeWithDict *><PyObject *>TimerCore).tp_dict)["schedule"] = descr
-    PyType_Modified(TimerCore)
+    PyType_Modified(<PyTypeObject *>TimerCore)
     return 0
 
 
