@@ -184,7 +184,11 @@ class _DelayedOperationMixin(_Base):
         if self._op_done:
             return False
         if self._op_holder == get_ident():
-            return self._complete_locked()
+            # Inside try_complete: the lock is already ours (the hot path).
+            self._op_done = True
+            self.cancel()
+            self.on_complete()
+            return True
         with self._op_lock:
             self._op_holder = get_ident()
             try:
