@@ -48,12 +48,16 @@ class LoopTimer:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         # The unbound method: what ``handle.cancel()`` calls, minus the lookup.
-        self.cancel = type(loop.call_later(1, print)).cancel
+        probe = loop.call_later(1, print)
+        probe.cancel()
+        self.cancel = type(probe).cancel
 
     def schedule(self, delay_ms: float, fn: Callable[[], Any]) -> Any:
         return self.loop.call_later(delay_ms * 0.001, fn)
 
     def close(self) -> None:
+        if self.loop.is_closed():
+            return
         for handle in getattr(self.loop, "_scheduled", ()):
             handle.cancel()
         if hasattr(self.loop, "_scheduled"):

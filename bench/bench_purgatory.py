@@ -45,23 +45,30 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Hashable, Iterable, Optional
+from collections.abc import Hashable, Iterable
+from typing import Any, Callable
 
 import tickwheel
-from tickwheel import SystemTimer
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
 
 Z75 = 0.6744897501960817  # 75th percentile of N(0, 1)
 Z90 = 1.2815515655446004  # 90th percentile of N(0, 1)
 
 
-# -- workload -------------------------------------------------------------------
+# -- workload ------------------------------------------------------------------
 class Workload:
     """Pre-drawn arrivals, latencies and keys, so both purgatories see the same run."""
 
     def __init__(
-        self, num: int, rate: float, timeout_ms: int, pct50: float, pct75: float,
-        keys: int, key_space: int, seed: int,
+        self,
+        num: int,
+        rate: float,
+        timeout_ms: int,
+        pct50: float,
+        pct75: float,
+        keys: int,
+        key_space: int,
+        seed: int,
     ) -> None:
         rnd = random.Random(seed)
         mu = math.log(pct50)
@@ -85,13 +92,15 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-# -- tickwheel purgatory ------------------------------------------------------------
+# -- tickwheel purgatory -------------------------------------------------------
 class FakeOperation(DelayedOperation):
-    """Completes once its completion event marked it completable (Kafka's FakeOperation)."""
+    """Completable once its completion event fires (Kafka's FakeOperation)."""
 
     __slots__ = ("completable", "done_event", "keys")
 
-    def __init__(self, timeout_ms: int, keys: tuple[str, ...], done: Callable[[bool], None]):
+    def __init__(
+        self, timeout_ms: int, keys: tuple[str, ...], done: Callable[[bool], None]
+    ):
         super().__init__(timeout_ms)
         self.completable = False
         self.keys = keys
@@ -104,13 +113,15 @@ class FakeOperation(DelayedOperation):
         self.done_event(self.expired)
 
 
-# -- heapq baseline -------------------------------------------------------------------
+# -- heapq baseline ------------------------------------------------------------
 class HeapOperation:
     """The same operation for the heap purgatory: a lock, a flag, a deadline."""
 
     __slots__ = ("lock", "completed", "completable", "keys", "done_event", "deadline")
 
-    def __init__(self, timeout_ms: int, keys: tuple[str, ...], done: Callable[[bool], None]):
+    def __init__(
+        self, timeout_ms: int, keys: tuple[str, ...], done: Callable[[bool], None]
+    ):
         self.lock = threading.Lock()
         self.completed = False
         self.completable = False
@@ -131,7 +142,7 @@ class HeapOperation:
 
 
 class HeapPurgatory:
-    """Watcher lists + a heapq timer with a reaper thread; completed ops stay in the heap."""
+    """Watcher lists + a heapq timer and reaper; completed ops stay in the heap."""
 
     def __init__(self, purge_interval: int = 1000) -> None:
         self.watchers: dict[Hashable, list[HeapOperation]] = {}
@@ -143,10 +154,14 @@ class HeapPurgatory:
         self.purge_interval = purge_interval
         self.added_since_purge = 0
         self.max_heap = 0
-        self.reaper = threading.Thread(target=self._reap, name="heap-reaper", daemon=True)
+        self.reaper = threading.Thread(
+            target=self._reap, name="heap-reaper", daemon=True
+        )
         self.reaper.start()
 
-    def try_complete_else_watch(self, op: HeapOperation, keys: Iterable[Hashable]) -> bool:
+    def try_complete_else_watch(
+        self, op: HeapOperation, keys: Iterable[Hashable]
+    ) -> bool:
         with op.lock:
             if op.try_complete():
                 return True
@@ -237,7 +252,7 @@ class HeapPurgatory:
         self.reaper.join()
 
 
-# -- driver -----------------------------------------------------------------------------
+# -- driver --------------------------------------------------------------------
 def run_once(kind: str, w: Workload) -> dict[str, float]:
     all_done = threading.Event()
     num = w.num
@@ -255,11 +270,14 @@ def run_once(kind: str, w: Workload) -> dict[str, float]:
     if kind == "tickwheel":
         purgatory = DelayedOperationPurgatory("bench", None)
         make: Callable[..., Any] = FakeOperation
-        backlog: Callable[[], int] = lambda: purgatory.delayed
     else:
         purgatory = HeapPurgatory()
         make = HeapOperation
-        backlog = lambda: purgatory.pending
+
+    def backlog() -> int:
+        # Entries in the timeout structure: the wheel's pending count, or the heap.
+        return int(purgatory.delayed if kind == "tickwheel" else purgatory.pending)
+
     gc.collect()
     rss0 = rss_bytes()
     rss_peak = rss0
@@ -324,27 +342,37 @@ def run_once(kind: str, w: Workload) -> dict[str, float]:
 def git_sha() -> str:
     try:
         return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-            cwd=os.path.dirname(os.path.abspath(__file__)), check=True,
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one short run per purgatory")
     ap.add_argument("--rate", type=float, default=50_000.0, help="target requests/s")
     ap.add_argument("--seconds", type=float, default=4.0, help="length of a run")
     ap.add_argument("--timeout-ms", type=int, default=20)
     ap.add_argument("--pct50", type=float, default=2.0)
-    ap.add_argument("--pct75", type=float, default=None,
-                    help="default: the value that makes 90%% complete early")
+    ap.add_argument(
+        "--pct75",
+        type=float,
+        default=None,
+        help="default: the value that makes 90%% complete early",
+    )
     ap.add_argument("--keys", type=int, default=3)
     ap.add_argument("--key-space", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sweep", action="store_true",
-                    help="also timeouts of 100 and 500 ms (pct50 scaled, 90%% early)")
+    ap.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also timeouts of 100 and 500 ms (pct50 scaled, 90%% early)",
+    )
     ap.add_argument("--impl", choices=["both", "tickwheel", "heapq"], default="both")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
@@ -357,7 +385,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         sigma = math.log(timeout_ms / pct50) / Z90
         return pct50 * math.exp(Z75 * sigma)
 
-    configs = [(args.timeout_ms, args.pct50, args.pct75 or pct75_for(args.pct50, args.timeout_ms))]
+    configs = [
+        (
+            args.timeout_ms,
+            args.pct50,
+            args.pct75 or pct75_for(args.pct50, args.timeout_ms),
+        )
+    ]
     if args.sweep:
         for t in (100, 500):
             p50 = args.pct50 * t / args.timeout_ms
@@ -365,18 +399,26 @@ def main(argv: Optional[list[str]] = None) -> int:
     kinds = ["tickwheel", "heapq"] if args.impl == "both" else [args.impl]
 
     print(
-        f"# purgatory benchmark: {platform.python_implementation()} {platform.python_version()}, "
-        f"tickwheel {tickwheel.__version__} ({'Cython core' if tickwheel.USE_EXTENSIONS else 'pure Python'}), "
+        f"# purgatory benchmark: {platform.python_implementation()} "
+        f"{platform.python_version()}, tickwheel {tickwheel.__version__} "
+        f"({'Cython core' if tickwheel.USE_EXTENSIONS else 'pure Python'}), "
         f"commit {git_sha()}, {platform.machine()}, {os.cpu_count()} CPUs"
     )
-    print(f"# {args.keys} keys/request from {args.key_space}; medians of {args.repeat} run(s) of "
-          f"{args.seconds:g} s; goal: 50,000 req/s on one core, ~90% early\n")
-    print("| purgatory | timeout ms | pct50/pct75 ms | target req/s | achieved req/s "
-          "| CPU s | CPU µs/req | early | peak RSS growth MB | max timer backlog |")
+    print(
+        f"# {args.keys} keys/request from {args.key_space}; "
+        f"medians of {args.repeat} run(s) of "
+        f"{args.seconds:g} s; goal: 50,000 req/s on one core, ~90% early\n"
+    )
+    print(
+        "| purgatory | timeout ms | pct50/pct75 ms | target req/s | achieved req/s "
+        "| CPU s | CPU µs/req | early | peak RSS growth MB | max timer backlog |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for timeout_ms, p50, p75 in configs:
         num = max(1000, int(args.rate * args.seconds))
-        w = Workload(num, args.rate, timeout_ms, p50, p75, args.keys, args.key_space, args.seed)
+        w = Workload(
+            num, args.rate, timeout_ms, p50, p75, args.keys, args.key_space, args.seed
+        )
         for kind in kinds:
             runs = [run_once(kind, w) for _ in range(args.repeat)]
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}

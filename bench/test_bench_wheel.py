@@ -26,16 +26,25 @@ def _rounds(name: str) -> int:
     return 3 if name == "tickwheel-py" else 7
 
 
+@pytest.fixture
+def made():
+    """Every timer a test creates; all are closed at the end, timed or not
+    (``--benchmark-disable`` runs the target once and skips the teardown)."""
+    timers: list = []
+    yield timers
+    for timer in timers:
+        timer.close()
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.benchmark(group="W1-add")
-def test_w1_add(benchmark, impl, delays):
+def test_w1_add(benchmark, impl, delays, made):
     make = factories()[impl]
-    state = {}
 
     def setup():
         gc.collect()
-        state["timer"] = make()
-        return (state["timer"].schedule, []), {}
+        made.append(make())
+        return (made[-1].schedule, []), {}
 
     def run(schedule, handles):
         append = handles.append
@@ -44,21 +53,20 @@ def test_w1_add(benchmark, impl, delays):
 
     benchmark.extra_info["n"] = len(delays)
     benchmark.pedantic(
-        run, setup=setup, teardown=lambda *a: state["timer"].close(),
+        run, setup=setup, teardown=lambda *a: made[-1].close(),
         rounds=_rounds(impl), iterations=1,
     )
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.benchmark(group="W2-add-cancel")
-def test_w2_add_cancel(benchmark, impl, delays):
+def test_w2_add_cancel(benchmark, impl, delays, made):
     make = factories()[impl]
-    state = {}
 
     def setup():
         gc.collect()
-        state["timer"] = make()
-        return (state["timer"].schedule, state["timer"].cancel), {}
+        made.append(make())
+        return (made[-1].schedule, made[-1].cancel), {}
 
     def run(schedule, cancel):
         for d in delays:
@@ -66,6 +74,6 @@ def test_w2_add_cancel(benchmark, impl, delays):
 
     benchmark.extra_info["n"] = len(delays)
     benchmark.pedantic(
-        run, setup=setup, teardown=lambda *a: state["timer"].close(),
+        run, setup=setup, teardown=lambda *a: made[-1].close(),
         rounds=_rounds(impl), iterations=1,
     )

@@ -301,6 +301,8 @@ cdef class TimerTask(TimerTaskEntry):
         if fn is not None and not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
         if kwargs:
+            if fn is None:
+                raise TypeError("keyword arguments need fn")
             fn = _partial(fn, *args, **kwargs)
             args = ()
         self._fn = fn

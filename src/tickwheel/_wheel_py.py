@@ -34,7 +34,7 @@ import operator
 import threading
 import time
 from functools import partial
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, SupportsIndex, cast
 
 __all__ = [
     "DEFAULT_TICK_MS",
@@ -74,7 +74,7 @@ def _check_time(value: object, name: str) -> int:
     """Return ``value`` as an int in the wheel's time range, or raise."""
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"{name} must be an int, got {value!r}")
-    result = operator.index(value)  # type: ignore[call-overload]
+    result = operator.index(cast(SupportsIndex, value))
     if not -_MAX_TIME_MS <= result <= _MAX_TIME_MS:
         raise OverflowError(f"{name}={value!r} is out of range")
     return result
@@ -83,7 +83,7 @@ def _check_time(value: object, name: str) -> int:
 def _check_positive(value: object, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"{name} must be an int, got {value!r}")
-    result = operator.index(value)  # type: ignore[call-overload]
+    result = operator.index(cast(SupportsIndex, value))
     if result < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     if result > 2**62:
@@ -102,7 +102,7 @@ def _delay_to_ns(delay_ms: object) -> int:
     if isinstance(delay_ms, bool):
         raise TypeError(f"delay_ms must be a number of milliseconds, got {delay_ms!r}")
     if hasattr(type(delay_ms), "__index__"):
-        return _delay_to_ns(operator.index(delay_ms))  # type: ignore[call-overload]
+        return _delay_to_ns(operator.index(cast(SupportsIndex, delay_ms)))
     if not isinstance(delay_ms, numbers.Real):
         raise TypeError(f"delay_ms must be a number of milliseconds, got {delay_ms!r}")
     value = float(delay_ms)
@@ -120,7 +120,7 @@ def _normalize_delay(delay_ms: object) -> int | float:
     if type(delay_ms) is int or type(delay_ms) is float:
         return delay_ms
     if hasattr(type(delay_ms), "__index__"):
-        return operator.index(delay_ms)  # type: ignore[call-overload, no-any-return]
+        return operator.index(cast(SupportsIndex, delay_ms))
     return float(delay_ms)  # type: ignore[arg-type]
 
 
@@ -207,7 +207,9 @@ class TimerTask(TimerTaskEntry):
         if fn is not None and not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
         if kwargs:
-            fn = partial(fn, *args, **kwargs)  # type: ignore[arg-type]
+            if fn is None:
+                raise TypeError("keyword arguments need fn")
+            fn = partial(fn, *args, **kwargs)
             args = ()
         self._fn = fn
         self._args: tuple[Any, ...] = args
@@ -631,7 +633,8 @@ class TimingWheel:
 
     def levels(self) -> int:
         """How many wheels (this one plus overflow wheels) exist."""
-        n, wheel = 0, self
+        n = 0
+        wheel: TimingWheel | None = self
         while wheel is not None:
             n += 1
             wheel = wheel._overflow

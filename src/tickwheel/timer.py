@@ -32,7 +32,7 @@ import logging
 import math
 import threading
 from queue import SimpleQueue
-from typing import Any, Callable, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
 
 from . import _wheel_py
 from ._impl import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, TimerCore, TimerTask
@@ -45,6 +45,13 @@ _NS_PER_MS = 1_000_000
 
 ErrorHandler = Callable[[TimerTask, BaseException], Any]
 Executor = Union[None, Literal["inline"], concurrent.futures.Executor]
+
+
+if TYPE_CHECKING:
+    # The mixins run on either core; the annotated twin describes both.
+    _CoreBase = _wheel_py.TimerCore
+else:
+    _CoreBase = object
 
 
 def _log_error(task: Any, exc: BaseException) -> None:
@@ -67,7 +74,7 @@ def _check_ms(value: object, name: str) -> int:
     return math.ceil(value * _NS_PER_MS)
 
 
-class _SystemTimerMixin:
+class _SystemTimerMixin(_CoreBase):
     """Reaper, executor and lifecycle; the wheel comes from the core base."""
 
     def __init__(
@@ -95,7 +102,7 @@ class _SystemTimerMixin:
                 "executor must be None, 'inline' or a concurrent.futures.Executor, "
                 f"got {executor!r}"
             )
-        super().__init__(tick_ms, wheel_size, start_ms, clock)  # type: ignore[call-arg]
+        super().__init__(tick_ms, wheel_size, start_ms, clock)
         self.name = name
         self._on_error: ErrorHandler = on_error if on_error is not None else _log_error
         self._executor = executor
@@ -124,10 +131,10 @@ class _SystemTimerMixin:
 
     def _due_in_ns(self) -> Optional[int]:
         """Nanoseconds until the next bucket is due (<= 0: due now), or None."""
-        nxt = self.next_expiration_ms  # type: ignore[attr-defined]
+        nxt = self.next_expiration_ms
         if nxt is None:
             return None
-        return int(nxt * _NS_PER_MS - self.now_ns)  # type: ignore[attr-defined]
+        return int(nxt * _NS_PER_MS - self.now_ns)
 
     def _reap(self) -> None:
         while True:
@@ -146,7 +153,7 @@ class _SystemTimerMixin:
                 logger.exception("tickwheel reaper %r: error while expiring", self.name)
 
     def _expire_due(self) -> bool:
-        batch = self.poll(self.now_ms)  # type: ignore[attr-defined]
+        batch = self.poll(self.now_ms)
         if batch:
             self._dispatch(batch)
             return True
@@ -162,7 +169,7 @@ class _SystemTimerMixin:
             self._run_batch(batch)
         else:
             try:
-                executor.submit(self._run_batch, batch)  # type: ignore[union-attr]
+                executor.submit(self._run_batch, batch)
             except RuntimeError:
                 # The executor was shut down under us: nothing may be lost
                 # silently, so the tasks are cancelled and the fact logged.
@@ -174,12 +181,12 @@ class _SystemTimerMixin:
 
     def _run_batch(self, batch: list[TimerTask]) -> None:
         while True:
-            if self.closed:  # type: ignore[attr-defined]
+            if self.closed:
                 for task in batch:
                     task.cancel()
                 return
             try:
-                self._run(batch, self._on_error)  # type: ignore[attr-defined]
+                self._run(batch, self._on_error)
                 return
             except BaseException:
                 # A task raised SystemExit/KeyboardInterrupt-like exceptions;
@@ -206,13 +213,13 @@ class _SystemTimerMixin:
         :raises ValueError: if ``timeout_ms`` is negative or not finite
         """
         wait_ns = _check_ms(timeout_ms, "timeout_ms")
-        deadline = self.now_ns + wait_ns  # type: ignore[attr-defined]
+        deadline = self.now_ns + wait_ns
         with self._cond:
             while True:
                 due_in = self._due_in_ns()
                 if due_in is not None and due_in <= 0:
                     break
-                left = deadline - self.now_ns  # type: ignore[attr-defined]
+                left = deadline - self.now_ns
                 if left <= 0 or self._stopping:
                     return False
                 if due_in is not None:
@@ -234,7 +241,7 @@ class _SystemTimerMixin:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._close_core()  # type: ignore[attr-defined]
+        self._close_core()
         if self._batches is not None:
             self._batches.put(None)
         current = threading.current_thread()
@@ -249,11 +256,11 @@ class _SystemTimerMixin:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"  # type: ignore[attr-defined]
-        return f"<SystemTimer {self.name!r} {state} pending={len(self)}>"  # type: ignore[arg-type]
+        state = "closed" if self.closed else "open"
+        return f"<SystemTimer {self.name!r} {state} pending={len(self)}>"
 
 
-class _MockTimerMixin:
+class _MockTimerMixin(_CoreBase):
     """Manual clock and synchronous running; the wheel comes from the core base."""
 
     def __init__(
@@ -266,15 +273,15 @@ class _MockTimerMixin:
     ) -> None:
         if on_error is not None and not callable(on_error):
             raise TypeError(f"on_error must be callable, got {on_error!r}")
-        super().__init__(tick_ms, wheel_size, start_ms, None, True)  # type: ignore[call-arg]
+        super().__init__(tick_ms, wheel_size, start_ms, None, True)
         self._on_error: ErrorHandler = on_error if on_error is not None else _log_error
         self._backlog: list[TimerTask] = []
 
     def _on_wake(self) -> None:
         # A task added already due runs synchronously inside add().
-        ready = self.take_ready()  # type: ignore[attr-defined]
+        ready = self.take_ready()
         if ready:
-            self._run(ready, self._on_error, True)  # type: ignore[attr-defined]
+            self._run(ready, self._on_error, True)
 
     def advance_clock(self, ms: Union[int, float]) -> bool:
         """Move the clock forward by ``ms`` and run every task that comes due.
@@ -286,7 +293,7 @@ class _MockTimerMixin:
         :raises ValueError: if ``ms`` is negative or not finite
         """
         step = _check_ms(ms, "ms")
-        return self._advance_to_ns(self.now_ns + step)  # type: ignore[attr-defined]
+        return self._advance_to_ns(self.now_ns + step)
 
     def advance_to(self, time_ms: int) -> bool:
         """Move the clock to the absolute time ``time_ms`` (>= now_ms); see advance_clock.
@@ -296,35 +303,35 @@ class _MockTimerMixin:
         if isinstance(time_ms, bool) or not isinstance(time_ms, int):
             raise TypeError(f"time_ms must be an int, got {time_ms!r}")
         target = time_ms * _NS_PER_MS
-        if target < self.now_ns:  # type: ignore[attr-defined]
+        if target < self.now_ns:
             raise ValueError(
-                f"time_ms={time_ms!r} is before now_ms={self.now_ms}"  # type: ignore[attr-defined]
+                f"time_ms={time_ms!r} is before now_ms={self.now_ms}"
             )
         return self._advance_to_ns(target)
 
     def _advance_to_ns(self, target_ns: int) -> bool:
         ran = False
-        run = self._run  # type: ignore[attr-defined]
+        run = self._run
         if self._backlog:
             # Left by a BaseException (e.g. KeyboardInterrupt) in a task last time.
             ran = bool(run(self._backlog, self._on_error, True))
             self._backlog = []
         limit_ms = target_ns // _NS_PER_MS
         while True:
-            nxt = self.next_expiration_ms  # type: ignore[attr-defined]
+            nxt = self.next_expiration_ms
             if nxt is None or nxt > limit_ms:
                 break
-            self._backlog = self.poll(limit_ms, True)  # type: ignore[attr-defined]
+            self._backlog = self.poll(limit_ms, True)
             if run(self._backlog, self._on_error, True):
                 ran = True
             self._backlog = []
-        if target_ns > self.now_ns:  # type: ignore[attr-defined]
+        if target_ns > self.now_ns:
             self.now_ns = target_ns
         return ran
 
     def close(self) -> None:
         """Cancel every pending task and refuse new ones; idempotent."""
-        self._close_core()  # type: ignore[attr-defined]
+        self._close_core()
 
     def __enter__(self) -> Any:
         return self
@@ -333,7 +340,7 @@ class _MockTimerMixin:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<MockTimer now_ms={self.now_ms} pending={len(self)}>"  # type: ignore[attr-defined, arg-type]
+        return f"<MockTimer now_ms={self.now_ms} pending={len(self)}>"
 
 
 class SystemTimer(_SystemTimerMixin, TimerCore):
