@@ -30,8 +30,12 @@ def env():
 
 def produce(timer, partition, offset, timeout_ms, done, request_id=None):
     return DelayedProduce(
-        partition, offset, timeout_ms, clock=lambda: timer.now_ms,
-        callback=done.append, request_id=request_id,
+        partition,
+        offset,
+        timeout_ms,
+        clock=lambda: timer.now_ms,
+        callback=done.append,
+        request_id=request_id,
     )
 
 
@@ -85,7 +89,11 @@ def test_delayed_produce_completes_when_isr_catches_up(env):
     assert purgatory.check_and_complete(p.name) == 1
     assert done == [op]
     assert (op.outcome, op.error, op.done_ms, op.latency_ms, op.request_id) == (
-        COMPLETED, None, 12, 12, 7,
+        COMPLETED,
+        None,
+        12,
+        12,
+        7,
     )
     assert purgatory.delayed == 0 and purgatory.watched == 0
 
@@ -100,7 +108,11 @@ def test_delayed_produce_expires_with_timeout_error(env):
     assert op.outcome is None and op.latency_ms is None
     timer.advance_clock(10)
     assert (op.outcome, op.error, op.arrival_ms, op.deadline_ms, op.done_ms) == (
-        EXPIRED, REQUEST_TIMED_OUT, 100, 150, 150,
+        EXPIRED,
+        REQUEST_TIMED_OUT,
+        100,
+        150,
+        150,
     )
     # A fetch after the deadline changes nothing.
     p.record_fetch(1, 1)
@@ -114,7 +126,12 @@ def test_delayed_produce_already_acked_completes_at_once(env):
     p.record_fetch(1, offset)
     op = produce(timer, p, offset, 100, done)
     assert purgatory.try_complete_else_watch(op, op.keys) is True
-    assert (op.outcome, op.done_ms, purgatory.watched, purgatory.delayed) == (COMPLETED, 0, 0, 0)
+    assert (op.outcome, op.done_ms, purgatory.watched, purgatory.delayed) == (
+        COMPLETED,
+        0,
+        0,
+        0,
+    )
 
 
 def test_delayed_produce_isr_shrink_completes_it(env):
@@ -148,7 +165,11 @@ def test_delayed_fetch_min_bytes_and_max_wait():
         timer.advance_clock(10)
         a.record_fetch(1, 1)
         assert purgatory.check_and_complete("a") == 1
-        assert (fetch.outcome, fetch.bytes_returned, fetch.done_ms) == (COMPLETED, 120, 20)
+        assert (fetch.outcome, fetch.bytes_returned, fetch.done_ms) == (
+            COMPLETED,
+            120,
+            20,
+        )
 
         slow = DelayedFetch({a: 1}, min_bytes=1, max_wait_ms=500, clock=clock)
         purgatory.try_complete_else_watch(slow, slow.keys)
@@ -159,14 +180,46 @@ def test_delayed_fetch_min_bytes_and_max_wait():
 @pytest.mark.parametrize(
     ("make", "exc", "match"),
     [
-        (lambda p, c: DelayedProduce("t-0", 1, 10, clock=c), TypeError, "partition must be a Partition"),
-        (lambda p, c: DelayedProduce(p, -1, 10, clock=c), ValueError, "required_offset must be >= 0, got -1"),
-        (lambda p, c: DelayedProduce(p, 1, 1.5, clock=c), TypeError, "timeout_ms must be an int, got 1.5"),
-        (lambda p, c: DelayedProduce(p, 1, 10, clock=5), TypeError, "clock must be a callable"),
-        (lambda p, c: DelayedProduce(p, 1, 10, clock=c, callback=3), TypeError, "callback must be callable"),
-        (lambda p, c: DelayedFetch({}, 1, 10, clock=c), TypeError, "fetch_offsets must be a non-empty"),
-        (lambda p, c: DelayedFetch({"a": 0}, 1, 10, clock=c), TypeError, "keys must be Partitions"),
-        (lambda p, c: DelayedFetch({p: 0}, -5, 10, clock=c), ValueError, "min_bytes must be >= 0, got -5"),
+        (
+            lambda p, c: DelayedProduce("t-0", 1, 10, clock=c),
+            TypeError,
+            "partition must be a Partition",
+        ),
+        (
+            lambda p, c: DelayedProduce(p, -1, 10, clock=c),
+            ValueError,
+            "required_offset must be >= 0, got -1",
+        ),
+        (
+            lambda p, c: DelayedProduce(p, 1, 1.5, clock=c),
+            TypeError,
+            "timeout_ms must be an int, got 1.5",
+        ),
+        (
+            lambda p, c: DelayedProduce(p, 1, 10, clock=5),
+            TypeError,
+            "clock must be a callable",
+        ),
+        (
+            lambda p, c: DelayedProduce(p, 1, 10, clock=c, callback=3),
+            TypeError,
+            "callback must be callable",
+        ),
+        (
+            lambda p, c: DelayedFetch({}, 1, 10, clock=c),
+            TypeError,
+            "fetch_offsets must be a non-empty",
+        ),
+        (
+            lambda p, c: DelayedFetch({"a": 0}, 1, 10, clock=c),
+            TypeError,
+            "keys must be Partitions",
+        ),
+        (
+            lambda p, c: DelayedFetch({p: 0}, -5, 10, clock=c),
+            ValueError,
+            "min_bytes must be >= 0, got -5",
+        ),
         (lambda p, c: p.record_fetch(9, 1), ValueError, "replica 9 is not a follower"),
         (lambda p, c: p.record_fetch(1, -1), ValueError, "leo must be >= 0"),
         (lambda p, c: p.append(records=0), ValueError, "records must be >= 1, got 0"),

@@ -35,7 +35,11 @@ def _default_kit() -> SimpleNamespace:
     """The kit of the core ``tickwheel`` itself uses (what timer=None builds on)."""
     import tickwheel
 
-    return _kit(ModuleType("tickwheel._wheel" if tickwheel.USE_EXTENSIONS else "tickwheel._wheel_py"))
+    return _kit(
+        ModuleType(
+            "tickwheel._wheel" if tickwheel.USE_EXTENSIONS else "tickwheel._wheel_py"
+        )
+    )
 
 
 def _kit(core: ModuleType) -> SimpleNamespace:
@@ -87,7 +91,7 @@ def mock_purgatory(kit: SimpleNamespace):
     p.shutdown()
 
 
-# -- satisfaction, expiry, purge, cancel -------------------------------------------
+# -- satisfaction, expiry, purge, cancel ---------------------------------------
 def test_purgatory_request_satisfaction(kit, mock_purgatory):
     p = mock_purgatory
     r1, r2 = kit.Op(100_000), kit.Op(100_000)
@@ -127,7 +131,9 @@ def test_purgatory_request_expiry(kit, mock_purgatory):
     timer.advance_clock(19)
     assert not r1.completed
     timer.advance_clock(1)
-    assert r1.completed and r1.expired and (r1.complete_calls, r1.expire_calls) == (1, 1)
+    assert (
+        r1.completed and r1.expired and (r1.complete_calls, r1.expire_calls) == (1, 1)
+    )
     assert not r2.completed and not r2.expired
     assert p.delayed == 1
     # The expired op's entry is stale; a check drops it without completing again.
@@ -225,10 +231,12 @@ def test_purgatory_duplicate_keys_watched_once(kit, mock_purgatory):
     assert mock_purgatory.watched == 2
 
 
-# -- the lock contract ------------------------------------------------------------------
+# -- the lock contract ---------------------------------------------------------
 @pytest.mark.parametrize("lock_kind", ["default", "Lock", "RLock"])
 def test_purgatory_try_complete_runs_under_op_lock(kit, mock_purgatory, lock_kind):
-    lock = {"default": None, "Lock": threading.Lock(), "RLock": threading.RLock()}[lock_kind]
+    lock = {"default": None, "Lock": threading.Lock(), "RLock": threading.RLock()}[
+        lock_kind
+    ]
     op = kit.Op(1000, lock)
     if lock is not None:
         assert op.lock is lock
@@ -260,7 +268,8 @@ def test_purgatory_shared_lock_blocks_try_complete(kit, mock_purgatory):
     with shared:
         worker = threading.Thread(
             target=lambda: result.append(mock_purgatory.check_and_complete("k")),
-            name="test-purgatory-checker", daemon=True,
+            name="test-purgatory-checker",
+            daemon=True,
         )
         worker.start()
         worker.join(0.05)
@@ -309,8 +318,11 @@ def test_purgatory_force_complete_races_complete_once(kit, no_thread_leak):
     op = kit.Op(1000, lock)
     results: list[bool] = []
     threads = [
-        threading.Thread(target=lambda: results.append(op.force_complete()),
-                         name=f"test-purgatory-force-{i}", daemon=True)
+        threading.Thread(
+            target=lambda: results.append(op.force_complete()),
+            name=f"test-purgatory-force-{i}",
+            daemon=True,
+        )
         for i in range(2)
     ]
     with lock:
@@ -352,7 +364,7 @@ def test_purgatory_check_continues_after_error_and_reraises(kit, mock_purgatory)
     assert len(calls) == 3
 
 
-# -- many threads -------------------------------------------------------------------------
+# -- many threads --------------------------------------------------------------
 N_THREADS, N_OPS, ATTEMPTS = 20, 100, 20
 
 
@@ -436,7 +448,7 @@ def test_purgatory_many_attempts_on_mock_timer(kit):
 
 
 def test_purgatory_event_between_try_and_watch_is_not_lost(kit, mock_purgatory):
-    """An event that lands between the first try and the watch is seen by the second try."""
+    """An event between the first try and the watch is seen by the second try."""
     p = mock_purgatory
 
     class Racy(kit.Op):
@@ -455,7 +467,7 @@ def test_purgatory_event_between_try_and_watch_is_not_lost(kit, mock_purgatory):
     assert op.complete_calls == 1 and p.delayed == 0
 
 
-# -- lifecycle -----------------------------------------------------------------------------
+# -- lifecycle -----------------------------------------------------------------
 def test_purgatory_owns_a_system_timer(no_thread_leak):
     with DelayedOperationPurgatory("Produce") as p:
         names = sorted(t.name for t in p.timer.threads)
@@ -534,7 +546,7 @@ def test_purgatory_mock_timer_due_op_expires_inside_add(kit, mock_purgatory):
     assert op.expired and op.complete_calls == 1 and mock_purgatory.delayed == 0
 
 
-# -- bad input -----------------------------------------------------------------------------
+# -- bad input -----------------------------------------------------------------
 def test_purgatory_bad_input_registers_nothing(kit, mock_purgatory):
     p = mock_purgatory
     op = kit.Op(100)
@@ -569,7 +581,12 @@ def test_purgatory_rejects_op_of_other_core():
         compiled.try_complete_else_watch(purgatory_mod.PyDelayedOperation(10), ["k"])
     with pytest.raises(TypeError, match="same core"):
         pure.try_complete_else_watch(purgatory_mod.DelayedOperation(10), ["k"])
-    assert (compiled.watched, pure.watched, compiled.delayed, pure.delayed) == (0, 0, 0, 0)
+    assert (compiled.watched, pure.watched, compiled.delayed, pure.delayed) == (
+        0,
+        0,
+        0,
+        0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -597,7 +614,9 @@ def test_purgatory_reaper_false_with_given_timer_is_rejected(kit):
 
 
 def test_delayed_operation_bad_arguments(kit):
-    with pytest.raises(TypeError, match="lock must be a threading.Lock/RLock-like object, got 5"):
+    with pytest.raises(
+        TypeError, match="lock must be a threading.Lock/RLock-like object, got 5"
+    ):
         kit.Op(10, 5)
     with pytest.raises(TypeError, match="delay_ms"):
         kit.Op("soon")
@@ -605,7 +624,7 @@ def test_delayed_operation_bad_arguments(kit):
         kit.Base(10).try_complete()
 
 
-# -- model test ----------------------------------------------------------------------------
+# -- model test ----------------------------------------------------------------
 KEYS = ["a", "b", "c", "d"]
 
 
@@ -619,7 +638,9 @@ class PurgatoryModel(RuleBasedStateMachine):
         super().__init__()
         self.timer = self.kit.MockTimer()
         self.interval = 3
-        self.p = DelayedOperationPurgatory("model", self.timer, purge_interval=self.interval)
+        self.p = DelayedOperationPurgatory(
+            "model", self.timer, purge_interval=self.interval
+        )
         self.now = 0
         self.ops: list[Any] = []
         # Reference state: per op, "open" | "completed" | "expired" | "withdrawn";
@@ -642,8 +663,11 @@ class PurgatoryModel(RuleBasedStateMachine):
                 else:
                     del self.lists[key]
 
-    @rule(keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=3),
-          delay=st.integers(0, 40), completable=st.booleans())
+    @rule(
+        keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=3),
+        delay=st.integers(0, 40),
+        completable=st.booleans(),
+    )
     def submit(self, keys: list[str], delay: int, completable: bool) -> None:
         op = self.kit.Op(delay)
         op.completable = completable

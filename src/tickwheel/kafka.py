@@ -49,7 +49,8 @@ False
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, Callable, Hashable, Iterable, Mapping, Optional
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, Callable
 
 from .purgatory import DelayedOperation
 
@@ -125,13 +126,15 @@ class Partition:
         _check_int(replica, "replica", minimum=-(2**63))
         _check_int(leo, "leo")
         if replica in self.leos:
-            raise ValueError(f"replica {replica!r} is already a follower of {self.name!r}")
+            raise ValueError(
+                f"replica {replica!r} is already a follower of {self.name!r}"
+            )
         self.leos[replica] = leo
         if in_sync:
             self.isr.add(replica)
 
     def append(self, records: int = 1, nbytes: int = 0) -> int:
-        """Append a batch on the leader; return the new leader LEO (the required offset).
+        """Append a batch on the leader; return the new leader LEO (required offset).
 
         :raises ValueError: if ``records`` < 1 or ``nbytes`` < 0
         """
@@ -218,8 +221,8 @@ class _Outcome:
 
     arrival_ms: int
     timeout_ms: int
-    done_ms: Optional[int]
-    outcome: Optional[str]
+    done_ms: int | None
+    outcome: str | None
 
     @property
     def deadline_ms(self) -> int:
@@ -227,7 +230,7 @@ class _Outcome:
         return self.arrival_ms + self.timeout_ms
 
     @property
-    def latency_ms(self) -> Optional[int]:
+    def latency_ms(self) -> int | None:
         """done_ms - arrival_ms once done, else None."""
         if self.done_ms is None:
             return None
@@ -235,7 +238,7 @@ class _Outcome:
 
 
 class DelayedProduce(_Outcome, DelayedOperation):
-    """An ``acks=all`` produce: done when every in-sync follower has ``required_offset``.
+    """An ``acks=all`` produce: done once every in-sync follower has the offset.
 
     Watch it under :attr:`keys` (the partition name).  On completion it sets
     ``outcome`` (``"completed"``/``"expired"``), ``error`` (None or
@@ -251,8 +254,16 @@ class DelayedProduce(_Outcome, DelayedOperation):
     """
 
     __slots__ = (
-        "partition", "required_offset", "timeout_ms", "arrival_ms", "done_ms",
-        "outcome", "error", "request_id", "_clock", "_callback",
+        "partition",
+        "required_offset",
+        "timeout_ms",
+        "arrival_ms",
+        "done_ms",
+        "outcome",
+        "error",
+        "request_id",
+        "_clock",
+        "_callback",
     )
 
     def __init__(
@@ -262,7 +273,7 @@ class DelayedProduce(_Outcome, DelayedOperation):
         timeout_ms: int,
         *,
         clock: Clock,
-        callback: Optional[Callable[[DelayedProduce], Any]] = None,
+        callback: Callable[[DelayedProduce], Any] | None = None,
         request_id: Any = None,
         lock: Any = None,
     ) -> None:
@@ -278,9 +289,9 @@ class DelayedProduce(_Outcome, DelayedOperation):
         self.required_offset = required_offset
         self.timeout_ms = timeout_ms
         self.arrival_ms: int = self._clock()
-        self.done_ms: Optional[int] = None
-        self.outcome: Optional[str] = None
-        self.error: Optional[str] = None
+        self.done_ms: int | None = None
+        self.outcome: str | None = None
+        self.error: str | None = None
         self.request_id = request_id
         self._callback = callback
 
@@ -308,7 +319,7 @@ class DelayedProduce(_Outcome, DelayedOperation):
 
 
 class DelayedFetch(_Outcome, DelayedOperation):
-    """A consumer fetch: done when >= ``min_bytes`` below the HW are available, or at max_wait.
+    """A consumer fetch: done when ``min_bytes`` below the HW are there, or at max_wait.
 
     ``fetch_offsets`` maps each :class:`Partition` to the offset the consumer
     reads from; available bytes are those of whole batches between that offset
@@ -325,8 +336,15 @@ class DelayedFetch(_Outcome, DelayedOperation):
     """
 
     __slots__ = (
-        "fetch_offsets", "min_bytes", "timeout_ms", "arrival_ms", "done_ms",
-        "outcome", "bytes_returned", "_clock", "_callback",
+        "fetch_offsets",
+        "min_bytes",
+        "timeout_ms",
+        "arrival_ms",
+        "done_ms",
+        "outcome",
+        "bytes_returned",
+        "_clock",
+        "_callback",
     )
 
     def __init__(
@@ -336,7 +354,7 @@ class DelayedFetch(_Outcome, DelayedOperation):
         max_wait_ms: int,
         *,
         clock: Clock,
-        callback: Optional[Callable[[DelayedFetch], Any]] = None,
+        callback: Callable[[DelayedFetch], Any] | None = None,
         lock: Any = None,
     ) -> None:
         if not isinstance(fetch_offsets, Mapping) or not fetch_offsets:
@@ -346,7 +364,9 @@ class DelayedFetch(_Outcome, DelayedOperation):
             )
         for partition, offset in fetch_offsets.items():
             if not isinstance(partition, Partition):
-                raise TypeError(f"fetch_offsets keys must be Partitions, got {partition!r}")
+                raise TypeError(
+                    f"fetch_offsets keys must be Partitions, got {partition!r}"
+                )
             _check_int(offset, f"fetch offset for {partition.name!r}")
         _check_int(min_bytes, "min_bytes")
         _check_int(max_wait_ms, "max_wait_ms")
@@ -358,9 +378,9 @@ class DelayedFetch(_Outcome, DelayedOperation):
         self.min_bytes = min_bytes
         self.timeout_ms = max_wait_ms
         self.arrival_ms: int = self._clock()
-        self.done_ms: Optional[int] = None
-        self.outcome: Optional[str] = None
-        self.bytes_returned: Optional[int] = None
+        self.done_ms: int | None = None
+        self.outcome: str | None = None
+        self.bytes_returned: int | None = None
         self._callback = callback
 
     @property

@@ -78,8 +78,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Hashable, Iterable
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 from . import _wheel_py
 from ._impl import TimerCore, TimerTask
@@ -120,7 +121,11 @@ class _DelayedOperationMixin(_Base):
 
     if TYPE_CHECKING:
         __slots__ = (
-            "_op_lock", "_op_holder", "_op_done", "_op_withdrawn", "_op_expired",
+            "_op_lock",
+            "_op_holder",
+            "_op_done",
+            "_op_withdrawn",
+            "_op_expired",
             "_op_submitted",
         )
     else:
@@ -133,7 +138,7 @@ class _DelayedOperationMixin(_Base):
     _op_expired: bool
     _op_submitted: bool
 
-    def __init__(self, delay_ms: Union[int, float], lock: Any = None) -> None:
+    def __init__(self, delay_ms: int | float, lock: Any = None) -> None:
         super().__init__(delay_ms)
         if lock is None:
             lock = threading.Lock()
@@ -220,7 +225,7 @@ class _DelayedOperationMixin(_Base):
                 self._op_holder = 0
 
     def _withdraw(self) -> bool:
-        """Mark withdrawn (never to complete) and cancel the timeout; True iff it was open."""
+        """Withdraw (never to complete), cancel the timeout; True iff it was open."""
         if self._op_holder == get_ident():
             return self._withdraw_locked()
         with self._op_lock:
@@ -307,14 +312,14 @@ class DelayedOperation(_DelayedOperationMixin, TimerTask):
     :param lock: a ``threading.Lock``/``RLock`` to share with other operations
         (default: a new ``Lock``); try_complete, on_complete and on_expiration
         run under it
-    :raises TypeError: if ``lock`` has no acquire/release or ``delay_ms`` is not a number
+    :raises TypeError: if ``lock`` lacks acquire/release or ``delay_ms`` is no number
     """
 
     __slots__ = _OP_SLOTS
 
 
 class PyDelayedOperation(_DelayedOperationMixin, _wheel_py.TimerTask):
-    """DelayedOperation on the pure-Python core (goes with PyMockTimer/PySystemTimer)."""
+    """DelayedOperation on the pure-Python core (for PyMockTimer/PySystemTimer)."""
 
     __slots__ = _OP_SLOTS
 
@@ -373,7 +378,7 @@ class DelayedOperationPurgatory:
     def __init__(
         self,
         name: str,
-        timer: Optional[TimerCore] = None,
+        timer: TimerCore | None = None,
         purge_interval: int = DEFAULT_PURGE_INTERVAL,
         reaper: bool = True,
         *,
@@ -475,7 +480,7 @@ class DelayedOperationPurgatory:
     def try_complete_else_watch(
         self, operation: _DelayedOperationMixin, keys: Iterable[Hashable]
     ) -> bool:
-        """Complete ``operation`` now if it can; else watch it under ``keys`` and time it.
+        """Complete ``operation`` now if it can, else watch it under ``keys``, timed.
 
         Under the operation's lock: try; if not complete, add it to the watcher
         list of every key, then try once more (so an event between the first
@@ -536,7 +541,7 @@ class DelayedOperationPurgatory:
         operation._op_submitted = True
 
         completed = False
-        error: Optional[BaseException] = None
+        error: BaseException | None = None
         with operation._op_lock:
             operation._op_holder = get_ident()
             try:
@@ -590,7 +595,7 @@ class DelayedOperationPurgatory:
         ident = get_ident()
         completed = 0
         stale = False
-        error: Optional[BaseException] = None
+        error: BaseException | None = None
         # Iterating while another thread appends is safe: an operation
         # appended after this read is re-tried by its own watcher (the
         # second try in try_complete_else_watch).
@@ -608,7 +613,9 @@ class DelayedOperationPurgatory:
                         error = exc
                     else:
                         logger.error(
-                            "purgatory %r: try_complete of %r raised", self._name, op,
+                            "purgatory %r: try_complete of %r raised",
+                            self._name,
+                            op,
                             exc_info=exc,
                         )
                 finally:
@@ -638,7 +645,7 @@ class DelayedOperationPurgatory:
             return []
         return [op for op in ops if op._withdraw()]
 
-    def advance_clock(self, timeout_ms: Union[int, float] = 0) -> bool:
+    def advance_clock(self, timeout_ms: int | float = 0) -> bool:
         """Drive the timer (for ``reaper=False`` or a MockTimer), then purge if due.
 
         Kafka's ``advanceClock``: on a SystemTimer, wait up to ``timeout_ms``
