@@ -22,6 +22,7 @@ from ._impl import (
     TimerTaskList,
     TimingWheel,
 )
+from .purgatory import DelayedOperation, DelayedOperationPurgatory
 from .timer import MockTimer, SystemTimer
 
 __version__ = "0.1.0"
@@ -32,6 +33,8 @@ __all__ = [
     "MAX_DELAY_MS",
     "USE_EXTENSIONS",
     "DelayQueue",
+    "DelayedOperation",
+    "DelayedOperationPurgatory",
     "MockTimer",
     "SystemTimer",
     "TaskCounter",
