@@ -12,6 +12,7 @@ import os
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 
 def _flag(name: str) -> bool:
@@ -21,31 +22,53 @@ def _flag(name: str) -> bool:
 NO_EXTENSIONS = _flag("TICKWHEEL_NO_EXTENSIONS") or sys.implementation.name != "cpython"
 DEBUG_BUILD = _flag("TICKWHEEL_DEBUG_BUILD")
 
+
+class BuildExt(build_ext):
+    """Cythonize when compiling, never when making the sdist.
+
+    The sdist therefore ships ``_wheel.pyx`` + ``_wheel.pxd`` and no generated
+    ``.c``, and rebuilding from it needs Cython (a build requirement).  The C
+    file goes to ``build_temp`` so a build leaves no ``_wheel.c`` in ``src/``;
+    a debug build keeps it (and the annotated HTML) next to the ``.pyx``,
+    where Cython's coverage plugin looks for it.
+    """
+
+    def build_extensions(self) -> None:
+        from Cython.Build import cythonize
+
+        directives = {"language_level": 3, "binding": True, "embedsignature": False}
+        if DEBUG_BUILD:
+            directives["linetrace"] = True
+        for ext in self.extensions:
+            # Swap the .pyx for its generated .c in place, as Cython's own
+            # build_ext does: setuptools has already set up these objects.
+            (cythonized,) = cythonize(
+                [ext],
+                compiler_directives=directives,
+                annotate=DEBUG_BUILD,
+                build_dir=None if DEBUG_BUILD else self.build_temp,
+            )
+            ext.sources = cythonized.sources
+        super().build_extensions()
+
+
 if NO_EXTENSIONS:
     print("*********************\n* Pure Python build *\n*********************")
     ext_modules = []
 else:
     print("**********************\n* Accelerated build *\n**********************")
-    from Cython.Build import cythonize
-
-    directives = {"language_level": 3, "binding": True, "embedsignature": False}
     macros = []
     extra_compile_args = ["-O2"] if os.name != "nt" else []
     if DEBUG_BUILD:
-        directives["linetrace"] = True
         macros = [("CYTHON_TRACE", "1"), ("CYTHON_TRACE_NOGIL", "1")]
         extra_compile_args = ["-O0", "-g"] if os.name != "nt" else []
-    ext_modules = cythonize(
-        [
-            Extension(
-                "tickwheel._wheel",
-                ["src/tickwheel/_wheel.pyx"],
-                define_macros=macros,
-                extra_compile_args=extra_compile_args,
-            )
-        ],
-        compiler_directives=directives,
-        annotate=DEBUG_BUILD,
-    )
+    ext_modules = [
+        Extension(
+            "tickwheel._wheel",
+            ["src/tickwheel/_wheel.pyx"],
+            define_macros=macros,
+            extra_compile_args=extra_compile_args,
+        )
+    ]
 
-setup(ext_modules=ext_modules)
+setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt})

@@ -22,10 +22,9 @@ from ._impl import (
     TimerTaskList,
     TimingWheel,
 )
+from ._version import __version__
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 from .timer import MockTimer, SystemTimer
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TICK_MS",
