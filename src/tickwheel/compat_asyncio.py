@@ -1,0 +1,640 @@
+"""asyncio timers on a timing wheel: ``call_later``/``call_at`` and ``timeout()``.
+
+Why: asyncio keeps every ``call_later`` handle in one binary heap.  Adding is
+O(log n), cancelling only flags the handle, and the heap holds cancelled
+handles until they reach its top or until more than half of it is dead.  A
+server with 100,000 idle-connection timeouts that are almost always cancelled
+pays for that churn on every request.  Each handle also costs about 200 bytes
+(handle, float deadline, a copied ``contextvars.Context``, heap slot).
+
+Here a :class:`TimerWheel` bound to one event loop keeps the timers in
+tickwheel's hierarchical wheel and is driven by a *single* ``loop.call_at``
+handle, armed for the earliest due bucket.  No thread is started and every
+callback runs in the loop thread, inside its own context, like asyncio's.
+
+* add is O(levels), cancel is O(1) (the node is unlinked at once);
+* a pending handle is one object of 96 bytes (104 with a non-empty context);
+* callbacks due in the same millisecond run in one loop callback.
+
+Worked example: ``call_later(0.250, cb)`` at loop time 10.0 s rounds the
+deadline up to the 1 ms tick (10 250 ms) and links the handle into the level-1
+bucket for the slot starting at 10 240 ms.  If that bucket is now the earliest
+one, the wheel (re)arms its one ``loop.call_at(10.240, ...)``.  At 10.240 the
+driver polls the bucket, moves the handle down to level 0 and re-arms for
+10.250, where the callback runs.  Cancelling any time before that unlinks it.
+
+Entry points:
+
+* :func:`get_wheel` returns the wheel of a loop (created on first use and
+  kept while the loop lives); :class:`TimerWheel` makes a private one.
+* :func:`call_later`, :func:`call_at`, :func:`timeout`, :func:`timeout_at`
+  act on the running loop's wheel, with the signatures of
+  ``loop.call_later``, ``loop.call_at``, ``asyncio.timeout`` and
+  ``asyncio.timeout_at``.
+
+>>> import asyncio
+>>> from tickwheel import compat_asyncio as tw
+>>> async def main():
+...     fired = asyncio.Event()
+...     handle = tw.call_later(0.01, fired.set)
+...     await fired.wait()
+...     try:
+...         async with tw.timeout(0.01):
+...             await asyncio.sleep(10)
+...     except TimeoutError:
+...         return "timed out", handle.cancelled()
+>>> asyncio.run(main())
+('timed out', False)
+
+Documented differences from asyncio (tested in ``tests/test_compat_asyncio.py``):
+
+* Resolution is the wheel tick (1 ms by default): a deadline is rounded *up*
+  to the tick, so ``TimerHandle.when()`` may read up to one tick later than
+  requested, and callbacks due in the same tick run in the order they were
+  scheduled rather than by sub-millisecond deadline.  (``Timeout.when()``
+  returns the exact value you gave.)
+* ``cancel()`` returns True iff it stopped the callback (asyncio returns
+  None); cancelling a handle whose callback already ran leaves
+  ``cancelled()`` False (asyncio reports True).
+* Bad arguments raise at the call: a non-callable callback (TypeError), a
+  non-numeric or NaN delay (TypeError/ValueError).  asyncio checks callbacks
+  only in debug mode.  Infinite or enormous delays are clamped to
+  ``MAX_DELAY_MS`` (about 146 years), so ``when()`` stays finite.
+* Exceptions in callbacks go to ``loop.call_exception_handler`` as in
+  asyncio; ``SystemExit``/``KeyboardInterrupt`` propagate out of the loop and
+  the remaining due callbacks run on the next iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import enum
+import math
+import weakref
+from asyncio import events as _events
+from types import TracebackType
+from typing import Any, Callable, Optional
+
+from ._impl import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, MAX_DELAY_MS, TimerCore, TimerTask
+
+__all__ = [
+    "Timeout",
+    "TimerHandle",
+    "TimerWheel",
+    "call_at",
+    "call_later",
+    "get_wheel",
+    "timeout",
+    "timeout_at",
+]
+
+_get_running_loop = _events.get_running_loop
+_copy_context = contextvars.copy_context
+_Context = contextvars.Context
+_BaseEventLoop_time = asyncio.BaseEventLoop.time
+# Largest |delay| in ms the core accepts, kept a hair inside its bound.
+_LIMIT_MS = float(MAX_DELAY_MS - 1)
+# Contexts with more variables than this are not de-duplicated (the identity
+# check is O(variables)); each such handle keeps its own snapshot.
+_MAX_SHARED_VARS = 16
+_MISSING = object()
+# The driver's own loop handle runs in this (otherwise unused) context, which
+# saves asyncio a copy_context() per re-arm; each task enters its own context.
+_DRIVER_CONTEXT = _Context()
+_task_cancelled = TimerTask.cancelled.__get__
+# Unbound, so the hot path skips creating a bound method per call.
+_core_add = TimerCore.add
+
+
+def _delay_ms(value: object, name: str) -> float:
+    """Seconds -> milliseconds as a float, clamped to the core's range."""
+    try:
+        delay_ms = value * 1000.0  # type: ignore[operator]
+    except TypeError:
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not isinstance(delay_ms, float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if -_LIMIT_MS <= delay_ms <= _LIMIT_MS:
+        return delay_ms
+    if math.isnan(delay_ms):
+        raise ValueError(f"{name} must not be NaN, got {value!r}")
+    return _LIMIT_MS if delay_ms > 0 else -_LIMIT_MS
+
+
+class TimerHandle(TimerTask):
+    """A pending ``call_later``/``call_at`` callback: asyncio's TimerHandle API.
+
+    Returned by :meth:`TimerWheel.call_later` and :meth:`TimerWheel.call_at`.
+    It *is* the wheel node (a :class:`~tickwheel.TimerTask`), so a pending
+    timer is a single object.  This base class carries no context: it is used
+    when the captured context holds no variables, and the callback runs in a
+    fresh empty context (which is what a copy of an empty context is).
+
+    Runtime complexity: cancel() is O(1).
+    """
+
+    __slots__ = ()
+
+    def cancelled(self) -> bool:  # type: ignore[override]
+        """True if cancel() stopped the callback before it ran."""
+        return _task_cancelled(self)  # type: ignore[no-any-return]
+
+    def when(self) -> float:
+        """The scheduled time in loop-time seconds, rounded up to the wheel tick."""
+        return self.expiration_ms / 1000
+
+    def get_context(self) -> contextvars.Context:
+        """The context the callback runs in (a copy is entered for each run)."""
+        return _Context()
+
+    def run(self) -> None:
+        """Run the callback in its context (called by the wheel when due)."""
+        _Context().run(self.fn, *self.args)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        state = "cancelled" if self.cancelled() else self.state
+        return (
+            f"<{type(self).__name__} when={self.when()!r} state={state} "
+            f"callback={self.fn!r}>"
+        )
+
+
+class _ContextTimerHandle(TimerHandle):
+    """A handle whose callback runs in a copy of a (shared) context snapshot."""
+
+    __slots__ = ("_context",)
+    _context: contextvars.Context
+
+    def get_context(self) -> contextvars.Context:
+        return self._context
+
+    def run(self) -> None:
+        # The snapshot may be shared by many handles: each run gets a copy,
+        # so a ContextVar.set() in one callback is not seen by another.
+        self._context.copy().run(self.fn, *self.args)  # type: ignore[arg-type]
+
+
+class _ExplicitContextTimerHandle(_ContextTimerHandle):
+    """A handle given ``context=``: the callback runs in that very context."""
+
+    __slots__ = ()
+
+    def run(self) -> None:
+        self._context.run(self.fn, *self.args)  # type: ignore[arg-type]
+
+
+class TimerWheel(TimerCore):
+    """A timing wheel bound to one event loop, driven by one ``loop.call_at``.
+
+    The wheel's clock is the loop's: ``time.monotonic_ns`` (read in C) when
+    the loop uses asyncio's default ``time()``, otherwise ``loop.time()`` (for
+    example uvloop's, or a test loop's virtual time).  Only one asyncio
+    handle is ever scheduled, for the earliest due bucket; adding an earlier
+    timer re-arms it.  Not thread-safe, like the loop: call it from the loop
+    thread (use ``loop.call_soon_threadsafe`` from elsewhere).
+
+    Runtime complexity: call_later/call_at O(levels), cancel O(1).
+
+    >>> import asyncio
+    >>> async def main():
+    ...     wheel = TimerWheel()
+    ...     seen = []
+    ...     wheel.call_later(0.002, seen.append, "b")
+    ...     wheel.call_later(0.001, seen.append, "a")
+    ...     wheel.call_later(0.001, seen.append, "x").cancel()
+    ...     await asyncio.sleep(0.05)
+    ...     return seen, len(wheel)
+    >>> asyncio.run(main())
+    (['a', 'b'], 0)
+
+    :param loop: the event loop (default: the running loop)
+    :param tick_ms: resolution in milliseconds (>= 1)
+    :param wheel_size: buckets per wheel level (>= 2)
+    :raises TypeError: if ``loop`` is not an event loop
+    :raises RuntimeError: if ``loop`` is None and no loop is running
+    """
+
+    def __init__(
+        self,
+        loop: Optional[asyncio.AbstractEventLoop] = None,
+        *,
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
+    ) -> None:
+        if loop is None:
+            loop = _get_running_loop()
+        elif not isinstance(loop, asyncio.AbstractEventLoop):
+            raise TypeError(f"loop must be an asyncio event loop, got {loop!r}")
+        # The loop is held weakly: the registry maps loops to wheels, and a
+        # strong reference back would keep every loop alive.
+        ref = weakref.ref(loop)
+        clock: Optional[Callable[[], int]] = None
+        if getattr(type(loop), "time", None) is not _BaseEventLoop_time:
+
+            def clock() -> int:
+                lp = ref()
+                return 0 if lp is None else round(lp.time() * 1e9)
+
+        super().__init__(tick_ms, wheel_size, None, clock, False)
+        self._loop_ref = ref
+        self._driver: Optional[asyncio.TimerHandle] = None
+        self._armed_ms: Optional[int] = None
+        self._backlog: Optional[list[TimerTask]] = None
+        self._shared_context: Optional[contextvars.Context] = None
+
+    # -- public API ------------------------------------------------------------
+    @property
+    def loop(self) -> Optional[asyncio.AbstractEventLoop]:
+        """The loop this wheel is bound to (None once it was garbage-collected)."""
+        return self._loop_ref()
+
+    def time(self) -> float:
+        """The wheel's clock in loop-time seconds (the same clock as loop.time())."""
+        return self.now_ns / 1e9
+
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: Optional[contextvars.Context] = None,
+    ) -> TimerHandle:
+        """Run ``callback(*args)`` in the loop thread after ``delay`` seconds.
+
+        Like ``loop.call_later``: the callback runs in a copy of the current
+        context, or in ``context`` if given.  A delay <= 0 runs it on the next
+        loop iteration.
+
+        Runtime complexity: O(levels); ``handle.cancel()`` is O(1).
+
+        :param delay: seconds (int or float); rounded up to the tick
+        :param callback: a callable
+        :param context: a contextvars.Context to run the callback in
+        :return: a TimerHandle with cancel(), cancelled() and when()
+        :raises TypeError: if ``callback`` is not callable or ``delay`` not a number
+        :raises ValueError: if ``delay`` is NaN
+        """
+        # The hot path: one context copy, one allocation, one O(levels) add.
+        # The core validates delay_ms and fn; only if it refuses them does
+        # _new_handle() run again to raise with *our* argument names.
+        handle: TimerHandle
+        if context is None:
+            ctx = _copy_context()
+            try:
+                if len(ctx):
+                    shared = _ContextTimerHandle(delay * 1000.0, callback, *args)
+                    shared._context = self._share(ctx)
+                    handle = shared
+                elif args:
+                    handle = TimerHandle(delay * 1000.0, callback, *args)
+                else:  # without *args the call skips building a new tuple
+                    handle = TimerHandle(delay * 1000.0, callback)
+            except (TypeError, ValueError, OverflowError):
+                handle = self._new_handle(delay, callback, args, ctx, False)
+        else:
+            handle = self._new_handle(delay, callback, args, context, True)
+        _core_add(self, handle)
+        return handle
+
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: Optional[contextvars.Context] = None,
+    ) -> TimerHandle:
+        """Run ``callback(*args)`` at loop time ``when`` (see :meth:`call_later`).
+
+        :param when: an absolute time on the loop's clock, in seconds
+        :raises TypeError: if ``when`` is not a number
+        """
+        try:
+            delay = when - self.now_ns / 1e9
+        except TypeError:
+            raise TypeError(f"when must be a number of seconds, got {when!r}") from None
+        return self.call_later(delay, callback, *args, context=context)
+
+    def timeout(self, delay: Optional[float]) -> Timeout:
+        """An ``asyncio.timeout(delay)`` driven by this wheel (see :class:`Timeout`)."""
+        if delay is None:
+            return Timeout(None, self)
+        _delay_ms(delay, "delay")
+        return Timeout(self.now_ns / 1e9 + delay, self)
+
+    def timeout_at(self, when: Optional[float]) -> Timeout:
+        """An ``asyncio.timeout_at(when)`` driven by this wheel."""
+        if when is not None:
+            _delay_ms(when, "when")
+        return Timeout(when, self)
+
+    def close(self) -> None:
+        """Cancel every pending timer and the loop handle; refuse new timers."""
+        driver, self._driver, self._armed_ms = self._driver, None, None
+        if driver is not None:
+            driver.cancel()
+        self._close_core()
+        loop = self._loop_ref()
+        if loop is not None and _WHEELS.get(loop) is self:
+            del _WHEELS[loop]
+        global _last_wheel
+        if _last_wheel is self:
+            _last_wheel = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<TimerWheel {state} pending={len(self)} loop={self._loop_ref()!r}>"
+
+    # -- driver ------------------------------------------------------------------
+    def _new_handle(
+        self,
+        delay: object,
+        callback: object,
+        args: tuple[Any, ...],
+        context: object,
+        explicit: bool,
+    ) -> TimerHandle:
+        """Validate call_later's arguments (raising with their names), clamp, build."""
+        delay_ms = _delay_ms(delay, "delay")
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {callback!r}")
+        if not isinstance(context, _Context):
+            raise TypeError(f"context must be a contextvars.Context, got {context!r}")
+        if explicit:
+            explicit_handle = _ExplicitContextTimerHandle(delay_ms, callback, *args)
+            explicit_handle._context = context
+            return explicit_handle
+        if len(context):
+            shared = _ContextTimerHandle(delay_ms, callback, *args)
+            shared._context = self._share(context)
+            return shared
+        return TimerHandle(delay_ms, callback, *args)
+
+    def _share(self, ctx: contextvars.Context) -> contextvars.Context:
+        # Return an earlier snapshot holding the very same (variable, value)
+        # pairs, so that handles from one task share one Context object.
+        last = self._shared_context
+        if last is not None and len(last) == len(ctx) <= _MAX_SHARED_VARS:
+            get = last.get
+            for var, value in ctx.items():
+                if get(var, _MISSING) is not value:
+                    break
+            else:
+                return last
+        self._shared_context = ctx
+        return ctx
+
+    def _on_wake(self) -> None:
+        # Called by the core when a timer landed in a bucket earlier than every
+        # queued one, or was already due.
+        self._arm()
+
+    def _arm(self) -> None:
+        nxt = self.next_expiration_ms
+        if nxt is None:
+            return
+        armed = self._armed_ms
+        if armed is not None:
+            if armed <= nxt:
+                return
+            assert self._driver is not None
+            self._driver.cancel()
+        loop = self._loop_ref()
+        if loop is None:
+            return
+        self._armed_ms = nxt
+        self._driver = loop.call_at(nxt / 1000, self._fire, context=_DRIVER_CONTEXT)
+
+    def _fire(self) -> None:
+        self._driver = None
+        self._armed_ms = None
+        backlog = self._backlog
+        if backlog is not None:
+            self._backlog = None
+            self._run_batch(backlog)
+        batch = self.poll(self.now_ms)
+        if batch:
+            self._run_batch(batch)
+        self._arm()
+
+    def _run_batch(self, batch: list[TimerTask]) -> None:
+        try:
+            self._run(batch, self._on_error)
+        except BaseException:
+            # SystemExit/KeyboardInterrupt (or CancelledError) from a callback
+            # leave the loop; the rest of the batch is still "expired" and runs
+            # on the next iteration, as asyncio's ready queue would.
+            self._backlog = batch
+            loop = self._loop_ref()
+            if loop is not None and not loop.is_closed():
+                self._armed_ms = self.now_ms
+                self._driver = loop.call_soon(self._fire, context=_DRIVER_CONTEXT)  # type: ignore[assignment]
+            raise
+
+    def _on_error(self, task: TimerTask, exc: BaseException) -> None:
+        loop = self._loop_ref()
+        if loop is None:
+            return
+        loop.call_exception_handler(
+            {"message": f"Exception in callback {task!r}", "exception": exc, "handle": task}
+        )
+
+
+_WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TimerWheel] = (
+    weakref.WeakKeyDictionary()
+)
+_last_wheel: Optional[TimerWheel] = None
+
+
+def get_wheel(loop: Optional[asyncio.AbstractEventLoop] = None) -> TimerWheel:
+    """The :class:`TimerWheel` of ``loop`` (default: the running loop).
+
+    Created on first use and kept as long as the loop lives.
+
+    :raises RuntimeError: if ``loop`` is None and no loop is running
+    """
+    global _last_wheel
+    if loop is None:
+        loop = _get_running_loop()
+    wheel = _last_wheel
+    if wheel is not None and wheel._loop_ref() is loop:
+        return wheel
+    wheel = _WHEELS.get(loop)
+    if wheel is None or wheel.closed:
+        wheel = TimerWheel(loop)
+        _WHEELS[loop] = wheel
+    _last_wheel = wheel
+    return wheel
+
+
+def call_later(
+    delay: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: Optional[contextvars.Context] = None,
+) -> TimerHandle:
+    """``loop.call_later`` on the running loop's wheel; see :meth:`TimerWheel.call_later`."""
+    # get_wheel() inlined: this is the hot path of a server's idle timeouts.
+    loop = _get_running_loop()
+    wheel = _last_wheel
+    if wheel is None or wheel._loop_ref() is not loop:
+        wheel = get_wheel(loop)
+    # The body of TimerWheel.call_later, inlined (a second call with *args and
+    # a keyword costs as much as the rest of the work).
+    handle: TimerHandle
+    if context is None:
+        ctx = _copy_context()
+        try:
+            if len(ctx):
+                shared = _ContextTimerHandle(delay * 1000.0, callback, *args)
+                shared._context = wheel._share(ctx)
+                handle = shared
+            elif args:
+                handle = TimerHandle(delay * 1000.0, callback, *args)
+            else:  # without *args the call skips building a new tuple
+                handle = TimerHandle(delay * 1000.0, callback)
+        except (TypeError, ValueError, OverflowError):
+            handle = wheel._new_handle(delay, callback, args, ctx, False)
+    else:
+        handle = wheel._new_handle(delay, callback, args, context, True)
+    _core_add(wheel, handle)
+    return handle
+
+
+def call_at(
+    when: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: Optional[contextvars.Context] = None,
+) -> TimerHandle:
+    """``loop.call_at`` on the running loop's wheel; see :meth:`TimerWheel.call_at`."""
+    return get_wheel().call_at(when, callback, *args, context=context)
+
+
+class _State(enum.Enum):
+    CREATED = "created"
+    ENTERED = "active"
+    EXPIRING = "expiring"
+    EXPIRED = "expired"
+    EXITED = "finished"
+
+
+class Timeout(TimerTask):
+    """Async context manager that cancels the enclosing task at a deadline.
+
+    The semantics, states and messages of ``asyncio.Timeout`` (3.11): on
+    expiry it cancels the task it was entered in; on exit it turns that
+    task's CancelledError into TimeoutError unless someone else also
+    cancelled the task (``Task.uncancel()`` bookkeeping), so nested timeouts
+    and outside cancellation behave as in asyncio.  The object is itself the
+    wheel node, so a pending timeout costs one object (plus its ``when``).
+
+    Use :func:`timeout` / :func:`timeout_at` (or the TimerWheel methods).
+
+    Runtime complexity: enter, reschedule and exit are O(levels) or better.
+    """
+
+    __slots__ = ("_tm_when", "_tm_state", "_tm_task", "_tm_cancelling", "_tm_wheel")
+
+    def __init__(self, when: Optional[float], wheel: TimerWheel) -> None:
+        super().__init__(0)
+        self._tm_when = when
+        self._tm_state = _State.CREATED
+        self._tm_task: Optional[asyncio.Task[Any]] = None
+        self._tm_cancelling = 0
+        self._tm_wheel = wheel
+
+    def when(self) -> Optional[float]:
+        """The current deadline in loop-time seconds, or None."""
+        return self._tm_when
+
+    def reschedule(self, when: Optional[float]) -> None:
+        """Move the deadline to ``when`` (loop time), or disable it with None.
+
+        :raises RuntimeError: unless the timeout is entered and not expiring
+        """
+        if self._tm_state is not _State.ENTERED:
+            if self._tm_state is _State.CREATED:
+                raise RuntimeError("Timeout has not been entered")
+            raise RuntimeError(f"Cannot change state of {self._tm_state.value} Timeout")
+        if when is None:
+            self._tm_when = None
+            TimerTask.cancel(self)
+            return
+        wheel = self._tm_wheel
+        try:
+            delay = when - wheel.now_ns / 1e9
+        except TypeError:
+            raise TypeError(f"when must be a number of seconds, got {when!r}") from None
+        self.delay_ms = _delay_ms(delay, "when")
+        self._tm_when = when
+        wheel.add(self)
+
+    def expired(self) -> bool:
+        """True once the deadline passed while the block was running."""
+        return self._tm_state is _State.EXPIRING or self._tm_state is _State.EXPIRED
+
+    def run(self) -> None:
+        """Called by the wheel at the deadline: cancel the task (asyncio's _on_timeout)."""
+        assert self._tm_state is _State.ENTERED
+        assert self._tm_task is not None
+        self._tm_task.cancel()
+        self._tm_state = _State.EXPIRING
+
+    def __repr__(self) -> str:
+        info = ""
+        if self._tm_state is _State.ENTERED:
+            when = round(self._tm_when, 3) if self._tm_when is not None else None
+            info = f" when={when}"
+        return f"<Timeout [{self._tm_state.value}]{info}>"
+
+    async def __aenter__(self) -> Timeout:
+        if self._tm_state is not _State.CREATED:
+            raise RuntimeError("Timeout has already been entered")
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("Timeout should be used inside a task")
+        self._tm_state = _State.ENTERED
+        self._tm_task = task
+        self._tm_cancelling = task.cancelling()
+        self.reschedule(self._tm_when)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_val: Optional[BaseException],
+        exc_tb: Optional[TracebackType],
+    ) -> Optional[bool]:
+        assert self._tm_state in (_State.ENTERED, _State.EXPIRING)
+        TimerTask.cancel(self)
+        if self._tm_state is _State.EXPIRING:
+            self._tm_state = _State.EXPIRED
+            assert self._tm_task is not None
+            if (
+                self._tm_task.uncancel() <= self._tm_cancelling
+                and exc_type is not None
+                and issubclass(exc_type, asyncio.CancelledError)
+            ):
+                # No other cancel request is pending: this one was ours.
+                raise TimeoutError from exc_val
+        elif self._tm_state is _State.ENTERED:
+            self._tm_state = _State.EXITED
+        return None
+
+
+def timeout(delay: Optional[float]) -> Timeout:
+    """``asyncio.timeout(delay)`` on the running loop's wheel.
+
+    ``delay`` is in seconds, or None for no deadline.  The block's task is
+    cancelled at the deadline and TimeoutError raised on exit.
+
+    :raises RuntimeError: if no loop is running
+    :raises TypeError: if ``delay`` is not a number or None
+    """
+    return get_wheel().timeout(delay)
+
+
+def timeout_at(when: Optional[float]) -> Timeout:
+    """``asyncio.timeout_at(when)`` on the running loop's wheel (loop-time seconds)."""
+    return get_wheel().timeout_at(when)

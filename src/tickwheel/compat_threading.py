@@ -1,0 +1,375 @@
+"""``threading.Timer`` without a thread per timer.
+
+Why: every started ``threading.Timer`` is an OS thread that sleeps until its
+interval elapses (about 8 MB of reserved stack and a kernel task each), so
+100,000 pending timeouts need 100,000 threads.  :class:`Timer` has the same
+API but files itself in one shared, lazily started
+:class:`~tickwheel.SystemTimer`: the whole process uses two threads (the
+reaper, which sleeps until the earliest bucket is due, and one executor
+thread that runs the callbacks), and a pending Timer costs a few hundred
+bytes.  ``cancel()`` is O(1) and frees the slot at once.
+
+>>> import threading
+>>> from tickwheel.compat_threading import Timer, shutdown
+>>> done = threading.Event()
+>>> t = Timer(0.01, done.set)
+>>> t.start()
+>>> done.wait(5), t.join(5), t.is_alive()
+(True, None, False)
+>>> shutdown()   # stop the shared timer's threads (tests, embedding)
+
+Documented differences from ``threading.Timer`` (tested in
+``tests/test_compat_threading.py``):
+
+* callbacks run on the shared executor thread, one after another, so a slow
+  callback delays the ones due after it.  Pass ``timer=SystemTimer(...,
+  executor=ThreadPoolExecutor(...))`` to run them on your own executor;
+* a Timer is not a ``threading.Thread``: ``ident``/``native_id`` do not
+  exist, ``threading.enumerate()`` does not list it, and inside the callback
+  ``threading.current_thread()`` is the executor thread;
+* exceptions go to ``threading.excepthook`` as in threading, with the Timer
+  as ``args.thread``; the wheel keeps running;
+* at interpreter exit, pending non-daemon Timers still fire before the
+  shared timer stops (threading joins non-daemon threads); this waiting runs
+  from ``atexit``, i.e. after threading's own shutdown;
+* the interval is resolved to the wheel's 1 ms tick and never fires early;
+  a NaN or non-numeric interval raises at construction.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import math
+import threading
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from ._impl import MAX_DELAY_MS, TimerTask
+from .timer import SystemTimer
+
+__all__ = ["Timer", "get_timer", "shutdown"]
+
+_LIMIT_MS = float(MAX_DELAY_MS - 1)
+_counter = itertools.count(1)
+# Guards the shared timer's creation and the lazy `finished` events, and
+# wakes join()ers when a callback returns.
+_lock = threading.Lock()
+_done = threading.Condition(_lock)
+_shared: Optional[SystemTimer] = None
+# Started Timers that have not finished: shutdown() marks them finished, and
+# at exit the non-daemon ones are awaited.
+_started: set[Timer] = set()
+
+_CREATED, _PENDING, _RUNNING, _DONE = 0, 1, 2, 3
+
+
+def get_timer() -> SystemTimer:
+    """The shared SystemTimer behind Timer, started on first use.
+
+    Its threads are named ``tickwheel-threading-reaper`` and
+    ``tickwheel-threading-executor`` and are daemon threads.
+    """
+    global _shared
+    timer = _shared
+    if timer is None or timer.closed:
+        with _lock:
+            timer = _shared
+            if timer is None or timer.closed:
+                timer = _shared = SystemTimer(name="tickwheel-threading")
+    return timer
+
+
+def shutdown(wait_non_daemon: bool = False) -> None:
+    """Stop the shared timer: cancel its pending Timers and join its threads.
+
+    Idempotent; a later ``Timer.start()`` starts a new shared timer.  Called
+    at interpreter exit with ``wait_non_daemon=True``.
+
+    :param wait_non_daemon: first wait for started non-daemon Timers to fire
+    """
+    global _shared
+    if wait_non_daemon:
+        while True:
+            with _lock:
+                pending = [
+                    t for t in _started if not t._daemon and t._timer is _shared
+                ]
+            if not pending:
+                break
+            for t in pending:
+                t.join()
+    with _lock:
+        timer, _shared = _shared, None
+    if timer is not None:
+        timer.close()
+        # close() cancelled the tasks; their Timers must read as finished.
+        with _lock:
+            for t in [t for t in _started if t._timer is timer]:
+                t._finish_locked()
+            _done.notify_all()
+
+
+atexit.register(shutdown, True)
+
+
+def _check_interval(interval: object) -> float:
+    """Seconds -> milliseconds, clamped to the wheel's range; raise on bad input."""
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)):
+        try:
+            interval = float(interval)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"interval must be a number of seconds, got {interval!r}"
+            ) from None
+    ms = interval * 1000.0
+    if math.isnan(ms):
+        raise ValueError(f"interval must not be NaN, got {interval!r}")
+    return max(-_LIMIT_MS, min(_LIMIT_MS, ms))
+
+
+class Timer:
+    """Call a function after a number of seconds: ``threading.Timer``'s API.
+
+    ``start()`` files the timer in a shared timing wheel instead of starting
+    a thread.  ``cancel()`` stops it if it has not run yet; a Timer can be
+    started once.
+
+    Runtime complexity: start O(levels), cancel O(1).
+
+    >>> t = Timer(60.0, print, ["never"])
+    >>> t.start(); t.is_alive()
+    True
+    >>> t.cancel(); t.is_alive(), t.finished.is_set()
+    (False, True)
+
+    :param interval: seconds (int or float; <= 0 runs at once)
+    :param function: the callable to run
+    :param args: positional arguments (default: a new empty list)
+    :param kwargs: keyword arguments (default: a new empty dict)
+    :param timer: keyword-only; the SystemTimer to use (default: the shared one)
+    :raises TypeError: if ``function`` is not callable or ``interval`` not a number
+    :raises ValueError: if ``interval`` is NaN
+    """
+
+    __slots__ = (
+        "interval", "function", "args", "kwargs", "_name", "_ident", "_daemon", "_state",
+        "_finished", "_finished_flag", "_task", "_timer", "_started", "_runner",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        interval: float,
+        function: Callable[..., object],
+        args: Optional[Iterable[Any]] = None,
+        kwargs: Optional[Mapping[str, Any]] = None,
+        *,
+        timer: Optional[SystemTimer] = None,
+    ) -> None:
+        self._interval_ms(interval)
+        if not callable(function):
+            raise TypeError(f"function must be callable, got {function!r}")
+        if timer is not None and not isinstance(timer, SystemTimer):
+            raise TypeError(f"timer must be a SystemTimer, got {timer!r}")
+        self.interval = interval
+        self.function = function
+        self.args = args if args is not None else []
+        self.kwargs = kwargs if kwargs is not None else {}
+        self._name: Optional[str] = None  # "Timer-<_ident>", built when read
+        self._ident = next(_counter)
+        self._daemon = threading.current_thread().daemon
+        self._state = _CREATED
+        self._started = False
+        # The Event is created on first access of `finished` (1.2 kB each).
+        self._finished: Optional[threading.Event] = None
+        self._finished_flag = False
+        self._task: Optional[TimerTask] = None
+        self._timer = timer
+        self._runner: Optional[threading.Thread] = None
+
+    @staticmethod
+    def _interval_ms(interval: object) -> float:
+        return _check_interval(interval)
+
+    # -- threading.Thread-like attributes ------------------------------------
+    @property
+    def name(self) -> str:
+        """A name for messages (``Timer-N``); settable."""
+        name = self._name
+        if name is None:
+            name = self._name = f"Timer-{self._ident}"
+        return name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = str(value)
+
+    @property
+    def daemon(self) -> bool:
+        """False (inherited from the creating thread) makes exit wait for it."""
+        return self._daemon
+
+    @daemon.setter
+    def daemon(self, value: bool) -> None:
+        if self._started:
+            raise RuntimeError("cannot set daemon status of active thread")
+        self._daemon = bool(value)
+
+    def isDaemon(self) -> bool:  # noqa: N802 - threading's legacy name
+        """Deprecated alias of the ``daemon`` attribute (as in threading)."""
+        return self._daemon
+
+    def setDaemon(self, daemonic: bool) -> None:  # noqa: N802
+        """Deprecated setter of ``daemon`` (as in threading)."""
+        self.daemon = daemonic
+
+    def getName(self) -> str:  # noqa: N802
+        """Deprecated alias of ``name`` (as in threading)."""
+        return self.name
+
+    def setName(self, name: str) -> None:  # noqa: N802
+        """Deprecated setter of ``name`` (as in threading)."""
+        self.name = name
+
+    @property
+    def finished(self) -> threading.Event:
+        """The Event set when the Timer is cancelled or its function returned.
+
+        Setting it (``timer.finished.set()``) cancels the timer, as in threading.
+        """
+        ev = self._finished
+        if ev is None:
+            with _lock:
+                ev = self._finished
+                if ev is None:
+                    ev = self._finished = threading.Event()
+                    if self._finished_flag:
+                        ev.set()
+        return ev
+
+    def _is_finished(self) -> bool:
+        ev = self._finished
+        return self._finished_flag or (ev is not None and ev.is_set())
+
+    def _finish_locked(self) -> None:
+        # Mark finished (caller holds _lock) and wake joiners.
+        self._finished_flag = True
+        if self._state != _RUNNING:
+            self._state = _DONE
+        _started.discard(self)
+        ev = self._finished
+        if ev is not None:
+            ev.set()
+        _done.notify_all()
+
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self) -> None:
+        """Schedule the Timer on the wheel.
+
+        :raises RuntimeError: if started before ("threads can only be started once")
+        """
+        with _lock:
+            if self._started:
+                raise RuntimeError("threads can only be started once")
+            self._started = True
+            if self._is_finished():
+                # cancelled before start: threading runs a thread that exits.
+                self._state = _DONE
+                return
+            self._state = _PENDING
+            _started.add(self)
+        timer = self._timer if self._timer is not None else get_timer()
+        self._timer = timer
+        try:
+            self._task = timer.schedule(self._interval_ms(self.interval), self._fire)
+        except BaseException:
+            with _lock:
+                self._finish_locked()
+            raise
+
+    def run(self) -> None:
+        """What threading's thread runs: wait ``interval``, then call the function.
+
+        Blocks the caller (as ``threading.Timer.run()`` does); ``start()`` is
+        the non-blocking way.
+        """
+        self.finished.wait(max(0.0, float(self.interval)))
+        if not self._is_finished():
+            self.function(*self.args, **self.kwargs)
+        with _lock:
+            self._finish_locked()
+
+    def _fire(self) -> None:
+        # Runs on the executor thread when the interval has elapsed.
+        with _lock:
+            if self._is_finished() or self._state != _PENDING:
+                self._state = _DONE
+                _started.discard(self)
+                _done.notify_all()
+                return
+            self._state = _RUNNING
+            self._runner = threading.current_thread()
+        try:
+            self.function(*self.args, **self.kwargs)
+        except BaseException as exc:
+            # threading.Timer: the exception ends the thread via excepthook,
+            # and `finished` is left unset.
+            with _lock:
+                self._state = _DONE
+                self._runner = None
+                _started.discard(self)
+                _done.notify_all()
+            if isinstance(exc, Exception):
+                threading.excepthook(
+                    threading.ExceptHookArgs(
+                        (type(exc), exc, exc.__traceback__, self)
+                    )
+                )
+                return
+            raise
+        with _lock:
+            self._state = _DONE
+            self._runner = None
+            self._finish_locked()
+
+    def cancel(self) -> None:
+        """Stop the Timer if it has not run yet (no effect afterwards).
+
+        Runtime complexity: O(1).
+        """
+        with _lock:
+            task = self._task
+            was_pending = self._state == _PENDING
+            self._finish_locked()
+        if was_pending and task is not None:
+            task.cancel()
+
+    def is_alive(self) -> bool:
+        """True from start() until the function returned or the Timer was cancelled."""
+        state = self._state
+        if state == _PENDING:
+            task = self._task
+            if task is not None and task.cancelled:  # e.g. its timer was closed
+                return False
+            return True
+        return state == _RUNNING
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        """Wait until the Timer has run or been cancelled, at most ``timeout`` s.
+
+        :raises RuntimeError: if not started, or called from the Timer's own callback
+        """
+        if not self._started:
+            raise RuntimeError("cannot join thread before it is started")
+        if self._runner is threading.current_thread() and self._state == _RUNNING:
+            raise RuntimeError("cannot join current thread")
+        with _done:
+            _done.wait_for(lambda: not self.is_alive(), timeout)
+
+    def __repr__(self) -> str:
+        status = "initial"
+        if self._started:
+            status = "started" if self.is_alive() else "stopped"
+        if self._daemon:
+            status += " daemon"
+        return f"<{type(self).__name__}({self.name}, {status})>"
