@@ -127,6 +127,18 @@ def _check_interval(interval: object) -> float:
     return max(-_LIMIT_MS, min(_LIMIT_MS, ms))
 
 
+class _FinishedEvent(threading.Event):
+    """``Timer.finished``: setting it cancels the Timer, as in threading."""
+
+    def __init__(self, timer: Timer) -> None:
+        super().__init__()
+        self._timer = timer
+
+    def set(self) -> None:
+        super().set()
+        self._timer.cancel()
+
+
 class Timer:
     """Call a function after a number of seconds: ``threading.Timer``'s API.
 
@@ -242,9 +254,9 @@ class Timer:
             with _lock:
                 ev = self._finished
                 if ev is None:
-                    ev = self._finished = threading.Event()
+                    ev = self._finished = _FinishedEvent(self)
                     if self._finished_flag:
-                        ev.set()
+                        threading.Event.set(ev)
         return ev
 
     def _is_finished(self) -> bool:
@@ -259,7 +271,7 @@ class Timer:
         _started.discard(self)
         ev = self._finished
         if ev is not None:
-            ev.set()
+            threading.Event.set(ev)  # not _FinishedEvent.set: _lock is held
         _done.notify_all()
 
     # -- lifecycle ---------------------------------------------------------------
