@@ -122,6 +122,22 @@ def _delay_ms(value: object, name: str) -> float:
     return _LIMIT_MS if delay_ms > 0 else -_LIMIT_MS
 
 
+def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
+    """True if ``loop.time()`` reads CLOCK_MONOTONIC, so the wheel may read it in C.
+
+    asyncio's loops return ``time.monotonic()``.  uvloop returns libuv's
+    cached ``uv_now()``: CLOCK_MONOTONIC (or its coarse variant) in whole
+    milliseconds, updated once per iteration, so it never runs ahead of
+    ``time.monotonic_ns()``; a timer armed for loop time t therefore fires
+    when the wheel's clock has reached t too.  Any other loop (e.g. a test
+    loop with virtual time) is read through ``loop.time()``.
+    """
+    loop_time = getattr(type(loop), "time", None)
+    if loop_time is _BaseEventLoop_time:
+        return True
+    return type(loop).__module__.split(".")[0] == "uvloop"
+
+
 class TimerHandle(TimerTask):
     """A pending ``call_later``/``call_at`` callback: asyncio's TimerHandle API.
 
@@ -187,9 +203,9 @@ class _ExplicitContextTimerHandle(_ContextTimerHandle):
 class TimerWheel(TimerCore):
     """A timing wheel bound to one event loop, driven by one ``loop.call_at``.
 
-    The wheel's clock is the loop's: ``time.monotonic_ns`` (read in C) when
-    the loop uses asyncio's default ``time()``, otherwise ``loop.time()`` (for
-    example uvloop's, or a test loop's virtual time).  Only one asyncio
+    The wheel's clock is the loop's: ``time.monotonic_ns`` (read in C) for
+    asyncio's loops and uvloop, whose ``time()`` read the same clock, and
+    ``loop.time()`` for any other loop (for example one with virtual time).  Only one asyncio
     handle is ever scheduled, for the earliest due bucket; adding an earlier
     timer re-arms it.  Not thread-safe, like the loop: call it from the loop
     thread (use ``loop.call_soon_threadsafe`` from elsewhere).
@@ -230,7 +246,7 @@ class TimerWheel(TimerCore):
         # strong reference back would keep every loop alive.
         ref = weakref.ref(loop)
         clock: Optional[Callable[[], int]] = None
-        if getattr(type(loop), "time", None) is not _BaseEventLoop_time:
+        if not _uses_monotonic_clock(loop):
 
             def clock() -> int:
                 lp = ref()
@@ -282,7 +298,7 @@ class TimerWheel(TimerCore):
         if context is None:
             ctx = _copy_context()
             try:
-                if len(ctx):
+                if ctx:  # any variable set? (truth is len(), without a call)
                     shared = _ContextTimerHandle(delay * 1000.0, callback, *args)
                     shared._context = self._share(ctx)
                     handle = shared
@@ -485,7 +501,7 @@ def call_later(
     if context is None:
         ctx = _copy_context()
         try:
-            if len(ctx):
+            if ctx:  # any variable set? (truth is len(), without a call)
                 shared = _ContextTimerHandle(delay * 1000.0, callback, *args)
                 shared._context = wheel._share(ctx)
                 handle = shared

@@ -49,6 +49,7 @@ Documented differences from ``sched.scheduler``:
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import threading
@@ -63,8 +64,9 @@ __all__ = ["Event", "scheduler"]
 _sentinel = object()
 _new_event = tuple.__new__
 _LIMIT_TICK = MAX_DELAY_MS - 1
-_heappush = __import__("heapq").heappush
-_heappop = __import__("heapq").heappop
+_heappush = heapq.heappush
+_heappop = heapq.heappop
+_ceil = math.ceil
 
 
 class _EventTask(TimerTask):
@@ -175,10 +177,16 @@ class scheduler:
         """
         if kwargs is _sentinel:
             kwargs = {}
-        try:
-            tick = self._tick_of(time, self._origin)
-        except TypeError:
-            raise TypeError(f"time must be a real number, got {time!r}") from None
+        x = None
+        if type(time) is float or type(time) is int:  # fast path, no method call
+            x = (time - self._origin) * self._ticks_per_unit
+        if x is not None and -_LIMIT_TICK < x < _LIMIT_TICK:
+            tick = _ceil(x)
+        else:
+            try:
+                tick = self._tick_of(time, self._origin)
+            except TypeError:
+                raise TypeError(f"time must be a real number, got {time!r}") from None
         with self._lock:
             seq = next(self._sequence)
             event = _new_event(Event, (time, priority, seq, action, argument, kwargs))
@@ -211,9 +219,9 @@ class scheduler:
         """
         with self._lock:
             try:
-                seq = event.sequence
+                seq = event[2]  # the sequence number: unique per scheduler
                 task = self._tasks[seq]
-            except (AttributeError, KeyError, TypeError):
+            except (IndexError, KeyError, TypeError):
                 raise ValueError(f"event is not in the queue: {event!r}") from None
             if task.event is not event and task.event != event:
                 raise ValueError(f"event is not in the queue: {event!r}")
