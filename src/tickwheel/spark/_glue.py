@@ -1,0 +1,284 @@
+"""Spark glue: run the replay engine inside ``mapInArrow`` (imports pyspark).
+
+Why this shape: the engine needs each partition's events *in order*.  Spark
+does not guarantee row order inside ``groupBy().applyInPandas``/``applyInArrow``
+groups, but ``repartition(n, "partition").sortWithinPartitions(...)`` puts all
+of a topic-partition's rows in one Spark partition, sorted, and
+``mapInArrow`` hands that partition to the engine as a stream of Arrow
+batches in exactly that order.  The engine emits one tagged-union schema;
+:func:`resolve_all` caches it once and splits it into the three outputs, so
+the replay runs once however many outputs are written.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from .engine import (
+    INPUT_COLUMNS,
+    OUTCOME_SCHEMA,
+    OUTPUT_SCHEMA,
+    REJECTED_SCHEMA,
+    SIZE_SCHEMA,
+    _check_lag,
+    normalize_timeouts,
+    resolve_batches,
+)
+
+_ARROW_TO_SPARK: dict[pa.DataType, DataType] = {
+    pa.int64(): LongType(),
+    pa.int32(): IntegerType(),
+    pa.string(): StringType(),
+    pa.bool_(): BooleanType(),
+}
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark StructType of an Arrow schema made of int64/int32/string/bool."""
+    return StructType(
+        [StructField(f.name, _ARROW_TO_SPARK[f.type], nullable=True) for f in schema]
+    )
+
+
+OUTPUT_SPARK_SCHEMA = spark_schema(OUTPUT_SCHEMA)
+INPUT_SPARK_TYPES = {name: _ARROW_TO_SPARK[t] for name, t in INPUT_COLUMNS.items()}
+
+
+class ReplayFrames(NamedTuple):
+    """The replay's outputs as DataFrames (all backed by one cached union)."""
+
+    outcomes: DataFrame
+    purgatory_size: DataFrame
+    rejected: DataFrame
+    meta: DataFrame
+    union: DataFrame
+
+    def unpersist(self) -> None:
+        """Drop the cached union (call when done with the outputs)."""
+        self.union.unpersist()
+
+
+def spark_session(
+    master: str = "local[*]",
+    app_name: str = "tickwheel-replay",
+    *,
+    ui: bool = False,
+    progress: bool = True,
+    shuffle_partitions: int | None = None,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Build (or get) a SparkSession set up for the replay.
+
+    For a ``local`` master, the Python workers run this interpreter
+    (``PYSPARK_PYTHON``) and Spark binds to 127.0.0.1 (``SPARK_LOCAL_IP``),
+    unless those are already set.  On a cluster the executors need tickwheel
+    installed (see the README: installed wheel or a packed venv in
+    ``spark.archives``).
+
+    :param master: Spark master URL
+    :param ui: start the Spark web UI
+    :param progress: show Spark's console progress bar
+    :param shuffle_partitions: ``spark.sql.shuffle.partitions`` (default: 2x cores)
+    :param extra_conf: further Spark settings
+    """
+    if not isinstance(master, str) or not master:
+        raise ValueError(f"master must be a Spark master URL, got {master!r}")
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "true" if ui else "false")
+        .config("spark.ui.showConsoleProgress", "true" if progress else "false")
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    if shuffle_partitions is None:
+        shuffle_partitions = 2 * (os.cpu_count() or 2)
+    builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Cast the input columns to the binding types; split off malformed rows.
+
+    A value that does not cast (``"abc"`` as ``ts_ms``) makes the row a
+    ``rejected`` row with reason ``invalid <column>``; every row of a
+    request_id that occurs in two produce rows is rejected as ``duplicate
+    request_id``.  All other checks (nulls, kinds, negative values) run in the
+    engine, row by row.
+
+    :return: (clean events with exactly the eight columns, rejected rows)
+    :raises ValueError: if a column is missing
+    """
+    missing = [c for c in INPUT_COLUMNS if c not in events.columns]
+    if missing:
+        raise ValueError(
+            f"events are missing column(s) {missing}; the input schema is "
+            f"{list(INPUT_COLUMNS)} (got {events.columns})"
+        )
+    dtypes = dict(events.dtypes)
+    casts: list[Column] = []
+    invalid: list[tuple[Column, str]] = []
+    for name, spark_type in INPUT_SPARK_TYPES.items():
+        column = F.col(name)
+        if dtypes[name] == spark_type.simpleString():
+            casts.append(column)
+            continue
+        cast = column.try_cast(spark_type)
+        casts.append(cast.alias(name))
+        invalid.append((column.isNotNull() & cast.isNull(), f"invalid {name}"))
+    typed = events.select(*casts)
+    rejected_parts: list[DataFrame] = []
+    if invalid:
+        reason: Column = F.lit(None).cast("string")
+        for condition, text in reversed(invalid):
+            reason = F.when(condition, F.lit(text)).otherwise(reason)
+        # Evaluate the cast checks on the raw columns, then keep typed values.
+        flagged = events.select(*casts, reason.alias("reason"))
+        rejected_parts.append(flagged.where(F.col("reason").isNotNull()))
+        typed = flagged.where(F.col("reason").isNull()).drop("reason")
+    is_produce = (F.col("kind") == "produce") & F.col("request_id").isNotNull()
+    dup_ids = (
+        typed.where(is_produce)
+        .groupBy("request_id")
+        .count()
+        .where(F.col("count") > 1)
+        .select("request_id", F.lit(True).alias("_dup"))
+    )
+    marked = typed.join(dup_ids, "request_id", "left").withColumn(
+        "_dup", F.coalesce(F.col("_dup") & is_produce, F.lit(False))
+    )
+    clean = marked.where(~F.col("_dup")).select(*INPUT_COLUMNS)
+    rejected_parts.append(
+        marked.where(F.col("_dup"))
+        .select(*INPUT_COLUMNS)
+        .withColumn("reason", F.lit("duplicate request_id"))
+    )
+    rejected = functools.reduce(DataFrame.unionByName, rejected_parts)
+    return clean, rejected
+
+
+def _engine_task(
+    timeouts: list[int | None] | None,
+    lag_ms: int | None,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: one engine run over one sorted Spark partition."""
+    settings: Any = None if timeouts == [None] else timeouts
+    yield from resolve_batches(batches, settings, lag_ms)
+
+
+def resolve_all(
+    events: DataFrame,
+    timeout_ms: int | Sequence[int] | None = None,
+    replica_lag_max_ms: int | None = None,
+    *,
+    num_partitions: int | None = None,
+    validate: bool = True,
+    persist: bool = True,
+) -> ReplayFrames:
+    """Replay ``events`` on Spark; return outcomes, purgatory_size, rejected and meta.
+
+    The union behind the four DataFrames is persisted (memory and disk), so
+    the engine runs once however many of them are used; call
+    :meth:`ReplayFrames.unpersist` when done.
+
+    :param events: the events table (columns as in the README; extra ones ignored)
+    :param timeout_ms: None (each row's timeout), an int, or several ints
+        (a sweep in one pass; outcomes then carry one row per request and timeout)
+    :param replica_lag_max_ms: None for a fixed ISR, else the lag after which a
+        follower leaves the ISR (it rejoins once caught up)
+    :param num_partitions: Spark partitions for the replay (default: 2x the
+        default parallelism); each topic-partition lands whole in one of them
+    :param validate: cast and duplicate checks in Spark (turn off only for
+        input known to be clean)
+    :param persist: cache the union (False: each action on an output reruns
+        the engine)
+    :raises TypeError, ValueError: for bad settings or missing columns
+    """
+    timeouts = normalize_timeouts(timeout_ms)
+    lag_ms = _check_lag(replica_lag_max_ms)
+    spark = events.sparkSession
+    if num_partitions is None:
+        num_partitions = 2 * spark.sparkContext.defaultParallelism
+    if isinstance(num_partitions, bool) or not isinstance(num_partitions, int):
+        raise TypeError(f"num_partitions must be an int, got {num_partitions!r}")
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions!r}")
+    if validate:
+        clean, rejected_early = conform_events(events)
+    else:
+        clean = events.select(*INPUT_COLUMNS)
+        rejected_early = None
+    union = (
+        clean.repartition(num_partitions, "partition")
+        .sortWithinPartitions("partition", "ts_ms", "kind")
+        .mapInArrow(
+            functools.partial(_engine_task, timeouts, lag_ms), OUTPUT_SPARK_SCHEMA
+        )
+    )
+    if rejected_early is not None:
+        early = rejected_early.select(
+            F.lit("rejected").alias("record"),
+            *[
+                F.col(f.name) if f.name in REJECTED_SCHEMA.names
+                else F.lit(None).cast(f.dataType).alias(f.name)
+                for f in OUTPUT_SPARK_SCHEMA.fields
+                if f.name != "record"
+            ],
+        )
+        union = union.unionByName(early)
+    if persist:
+        union = union.persist(StorageLevel.MEMORY_AND_DISK)
+    record = F.col("record")
+    return ReplayFrames(
+        outcomes=union.where(record == "outcome").select(*OUTCOME_SCHEMA.names),
+        purgatory_size=union.where(record == "size").select(*SIZE_SCHEMA.names),
+        rejected=union.where(record == "rejected").select(*REJECTED_SCHEMA.names),
+        meta=union.where(record == "meta").select("worker", "accelerated", "events"),
+        union=union,
+    )
+
+
+def resolve(
+    events_df: DataFrame,
+    timeout_ms: int | Sequence[int] | None = None,
+    replica_lag_max_ms: int | None = None,
+) -> DataFrame:
+    """Replay ``events_df`` on Spark and return the outcomes DataFrame.
+
+    One row per request (and per timeout when ``timeout_ms`` is a sequence):
+    ``request_id, partition, arrival_ms, deadline_ms, outcome, done_ms,
+    latency_ms, timeout_ms``.  Malformed rows are left out of it: use
+    :func:`resolve_all` to get them (``rejected``, with a reason) and the
+    purgatory sizes.
+
+    :param events_df: events with the input schema (see the README)
+    :param timeout_ms: None (row timeouts), an int, or a sequence (sweep)
+    :param replica_lag_max_ms: None (fixed ISR) or the ISR lag limit in ms
+    """
+    return resolve_all(events_df, timeout_ms, replica_lag_max_ms, persist=False).outcomes

@@ -1,0 +1,994 @@
+"""The replay engine: event-time purgatory replay of ``acks=all`` produce logs.
+
+Spark-free (pyarrow + numpy + tickwheel).  Spark calls :func:`resolve_batches`
+inside ``mapInArrow``; :func:`replay_table` runs the same code in one process.
+
+Why
+---
+A produce log says when each ``acks=all`` request arrived and how far each
+follower had replicated at every fetch.  Replaying it through the broker's
+own purgatory in *event time* answers which requests completed, when, which
+timed out, and how large the purgatory grew, and it answers "what if" by
+replaying again under another ``request.timeout.ms`` or
+``replica.lag.time.max.ms``.  The replay is discrete-event simulation on
+:class:`~tickwheel.MockTimer`: the clock jumps from event to event, and every
+timeout in between fires in deadline order at its exact deadline.
+
+Per topic-partition (its events are sorted by ``(ts_ms, kind)``):
+
+* a :class:`~tickwheel.kafka.Partition` holds the leader's log end offset
+  (LEO, the largest ``required_offset`` so far), each follower's LEO (0 until
+  its first fetch) and the ISR; the followers are the replicas that appear in
+  the partition's fetches;
+* for each timeout setting, a :class:`~tickwheel.purgatory.DelayedOperationPurgatory`
+  on its own MockTimer holds one :class:`~tickwheel.kafka.DelayedProduce` per
+  request.  A request is watched under its ``required_offset``; when the high
+  watermark (the smallest LEO of the in-sync followers) rises, the engine
+  calls ``check_and_complete`` for exactly the offsets it passed (a heap of
+  pending offsets), so a fetch costs O(1) unless it completes something;
+* with ``replica_lag_max_ms``, a second MockTimer holds one lag timer per
+  follower: started when a produce leaves it behind the leader, cancelled when
+  a fetch catches it up, and, if it fires, the follower leaves the ISR (the
+  high watermark may jump and requests complete).  A follower that catches up
+  rejoins the ISR.
+
+Event order at one millisecond ``T``: the clock first reaches ``T`` (requests
+whose deadline is ``T`` expire, then lag timers due at ``T`` fire), then the
+fetches at ``T`` apply, then the produces.  So a fetch (or an ISR shrink) at
+exactly a request's deadline is too late.  After the last event the clock
+runs on until every request has completed or expired.
+
+Worked example: one follower that reaches offset 10 at t=8; request 1 needs
+offset 10 (completes at 8), request 2 needs offset 20 and times out at 15.
+
+>>> import pyarrow as pa
+>>> from tickwheel.spark.trace import EVENT_SCHEMA
+>>> rows = [
+...     dict(ts_ms=0, partition="p", kind="produce", request_id=1, required_offset=10, timeout_ms=100),
+...     dict(ts_ms=5, partition="p", kind="produce", request_id=2, required_offset=20, timeout_ms=10),
+...     dict(ts_ms=8, partition="p", kind="fetch", replica=1, fetch_offset=10),
+... ]
+>>> out = replay_table(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA))
+>>> out.outcomes.select(["request_id", "outcome", "done_ms", "latency_ms"]).to_pylist()
+[{'request_id': 1, 'outcome': 'completed', 'done_ms': 8, 'latency_ms': 8}, {'request_id': 2, 'outcome': 'expired', 'done_ms': 15, 'latency_ms': 10}]
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import logging
+import os
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import tickwheel
+from tickwheel import MockTimer
+from tickwheel.kafka import DelayedProduce, Partition
+from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
+
+__all__ = [
+    "INPUT_COLUMNS",
+    "OUTCOME_SCHEMA",
+    "OUTPUT_SCHEMA",
+    "REJECTED_SCHEMA",
+    "SIZE_SCHEMA",
+    "ReplayResult",
+    "normalize_timeouts",
+    "replay_table",
+    "resolve_batches",
+    "split_output",
+]
+
+logger = logging.getLogger("tickwheel.spark")
+
+#: Largest event time / delay the timing wheel accepts (ms).
+MAX_TIME_MS = 2**62 // 1_000_000
+
+INPUT_COLUMNS: dict[str, pa.DataType] = {
+    "ts_ms": pa.int64(),
+    "partition": pa.string(),
+    "kind": pa.string(),
+    "request_id": pa.int64(),
+    "required_offset": pa.int64(),
+    "timeout_ms": pa.int64(),
+    "replica": pa.int32(),
+    "fetch_offset": pa.int64(),
+}
+
+OUTCOME_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.int64()),
+        ("partition", pa.string()),
+        ("arrival_ms", pa.int64()),
+        ("deadline_ms", pa.int64()),
+        ("outcome", pa.string()),
+        ("done_ms", pa.int64()),
+        ("latency_ms", pa.int64()),
+        ("timeout_ms", pa.int64()),
+    ]
+)
+SIZE_SCHEMA = pa.schema(
+    [
+        ("partition", pa.string()),
+        ("timeout_ms", pa.int64()),
+        ("window_start_ms", pa.int64()),
+        ("pending_end", pa.int64()),
+        ("pending_max", pa.int64()),
+        ("arrivals", pa.int64()),
+        ("completed", pa.int64()),
+        ("expired", pa.int64()),
+    ]
+)
+REJECTED_SCHEMA = pa.schema(
+    [(name, dtype) for name, dtype in INPUT_COLUMNS.items()] + [("reason", pa.string())]
+)
+META_SCHEMA = pa.schema(
+    [
+        ("worker", pa.string()),
+        ("accelerated", pa.bool_()),
+        ("events", pa.int64()),
+    ]
+)
+
+
+def _union_schema() -> pa.Schema:
+    fields: dict[str, pa.DataType] = {"record": pa.string()}
+    for schema in (OUTCOME_SCHEMA, SIZE_SCHEMA, REJECTED_SCHEMA, META_SCHEMA):
+        for field in schema:
+            if field.name in fields and fields[field.name] != field.type:
+                raise AssertionError(f"column {field.name!r} has two types")
+            fields[field.name] = field.type
+    return pa.schema(list(fields.items()))
+
+
+#: The one schema resolve_batches yields: a tagged union of the outputs
+#: (``record`` is "outcome", "size", "rejected" or "meta").
+OUTPUT_SCHEMA = _union_schema()
+RECORD_SCHEMAS = {
+    "outcome": OUTCOME_SCHEMA,
+    "size": SIZE_SCHEMA,
+    "rejected": REJECTED_SCHEMA,
+    "meta": META_SCHEMA,
+}
+
+_KIND_FETCH, _KIND_PRODUCE, _KIND_OTHER, _KIND_NULL = 0, 1, 2, 3
+
+#: Why a row is rejected (index 0: not rejected).  Also, from the Spark glue:
+#: "invalid <column>" (a value that does not cast to the column's type).
+_REASONS = (
+    "",
+    "null partition",
+    "null kind",
+    "unknown kind",
+    "null ts_ms",
+    "ts_ms out of range",
+    "null request_id",
+    "null required_offset",
+    "null timeout_ms",
+    "negative timeout_ms",
+    "negative required_offset",
+    "timeout_ms out of range",
+    "null replica",
+    "null fetch_offset",
+    "negative fetch_offset",
+    "duplicate request_id",
+)
+REJECT_REASONS = _REASONS[1:]
+
+
+# -- settings ----------------------------------------------------------------------
+def normalize_timeouts(timeout_ms: int | Sequence[int] | None) -> list[int | None]:
+    """The timeout settings to replay: ``[None]`` means each row's own ``timeout_ms``.
+
+    >>> normalize_timeouts(None), normalize_timeouts(500), normalize_timeouts([30_000, 5_000])
+    ([None], [500], [30000, 5000])
+
+    :raises TypeError, ValueError: for a non-int, negative, out-of-range or
+        repeated timeout, or an empty sequence
+    """
+    if timeout_ms is None:
+        return [None]
+    values = [timeout_ms] if not isinstance(timeout_ms, Sequence) else list(timeout_ms)
+    if not values:
+        raise ValueError(f"timeout_ms must not be empty, got {timeout_ms!r}")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"timeout_ms must be ints, got {timeout_ms!r}")
+        if not 0 <= value <= MAX_TIME_MS:
+            raise ValueError(f"timeout_ms must be in [0, {MAX_TIME_MS}], got {timeout_ms!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"timeout_ms has repeated values: {timeout_ms!r}")
+    return [int(v) for v in values]
+
+
+def _check_lag(replica_lag_max_ms: int | None) -> int | None:
+    if replica_lag_max_ms is None:
+        return None
+    if isinstance(replica_lag_max_ms, bool) or not isinstance(
+        replica_lag_max_ms, (int, np.integer)
+    ):
+        raise TypeError(
+            f"replica_lag_max_ms must be an int or None, got {replica_lag_max_ms!r}"
+        )
+    if not 1 <= replica_lag_max_ms <= MAX_TIME_MS:
+        raise ValueError(
+            f"replica_lag_max_ms must be in [1, {MAX_TIME_MS}], got {replica_lag_max_ms!r}"
+        )
+    return int(replica_lag_max_ms)
+
+
+# -- the produce operation ----------------------------------------------------------
+class ReplayProduce(DelayedProduce):
+    """A DelayedProduce built from pre-validated columns (no per-call checks).
+
+    The engine validates whole columns with numpy before the loop, so this
+    constructor only fills the slots :class:`~tickwheel.kafka.DelayedProduce`
+    defines; completion (``try_complete``/``on_complete``) is inherited as is.
+    """
+
+    __slots__ = ()
+
+    def __init__(  # noqa: PLR0913 - mirrors DelayedProduce's fields
+        self,
+        partition: Partition,
+        required_offset: int,
+        timeout_ms: int,
+        arrival_ms: int,
+        request_id: int,
+        clock: Callable[[], int],
+        callback: Callable[[DelayedProduce], Any],
+        lock: Any,
+    ) -> None:
+        DelayedOperation.__init__(self, timeout_ms, lock)
+        self.partition = partition
+        self.required_offset = required_offset
+        self.timeout_ms = timeout_ms
+        self.arrival_ms = arrival_ms
+        self.done_ms = None
+        self.outcome = None
+        self.error = None
+        self.request_id = request_id
+        self._clock = clock
+        self._callback = callback
+
+
+class _Setting:
+    """One timeout setting of one partition: its MockTimer, purgatory and outcomes."""
+
+    __slots__ = ("timeout_ms", "timer", "purgatory", "done", "lock", "clock")
+
+    def __init__(self, name: str, timeout_ms: int | None, start_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.timer = timer = MockTimer(start_ms=start_ms)
+
+        def clock() -> int:
+            return timer.now_ms
+
+        self.clock = clock
+        self.purgatory = DelayedOperationPurgatory(f"Produce-{name}", self.timer)
+        self.done: list[DelayedProduce] = []
+        # One lock for all operations of this purgatory: the replay is
+        # single-threaded, and a shared lock saves an allocation per request.
+        self.lock = threading.Lock()
+
+
+# -- one partition -------------------------------------------------------------------
+class _PartitionReplay:
+    """Replays the valid events of one topic-partition (see the module docstring).
+
+    Requests are watched under the partition's name, Kafka's watch key.  As
+    in Kafka, ``check_and_complete`` runs only when the high watermark rises,
+    and here only when it rises past the smallest offset still awaited (a
+    heap of pending required offsets, with lazy deletion of expired ones), so a
+    fetch that completes nothing costs O(1).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        followers: Iterable[int],
+        settings: list[int | None],
+        lag_ms: int | None,
+        start_ms: int,
+        check: bool = False,
+    ) -> None:
+        self.name = name
+        self.partition = Partition(name, followers)
+        self.settings = [_Setting(name, t, start_ms) for t in settings]
+        self.lag_ms = lag_ms
+        self.isr_timer = MockTimer(start_ms=start_ms) if lag_ms is not None else None
+        self.lag_tasks: dict[int, Any] = {}
+        self.heap: list[int] = []
+        self.now = start_ms
+        self.check = check
+        self.samples: list[tuple[int, list[int]]] = []
+        self.shrinks = 0
+        self.rejoins = 0
+
+    # ISR ---------------------------------------------------------------------
+    def _hw(self) -> float:
+        """The high watermark of the in-sync followers (inf when the ISR is empty)."""
+        leos = self.partition.leos
+        isr = self.partition.isr
+        if not isr:
+            return float("inf")
+        return min([leos[r] for r in isr])
+
+    def _complete_up_to(self, hw: float) -> None:
+        """The HW reached ``hw``: complete what waits for it (call when hw >= heap[0])."""
+        heap = self.heap
+        heappop = heapq.heappop
+        while heap and heap[0] <= hw:
+            heappop(heap)
+        name = self.name
+        for s in self.settings:
+            s.purgatory.check_and_complete(name)
+
+    def _shrink(self, replica: int) -> None:
+        # A lag timer fired: the follower has not caught up for lag_ms.
+        self.lag_tasks.pop(replica, None)
+        self.partition.shrink_isr(replica)
+        self.shrinks += 1
+        if self.heap:
+            hw = self._hw()
+            if hw >= self.heap[0]:
+                self._complete_up_to(hw)
+
+    def _follower_changed(self, replica: int) -> None:
+        """Start, keep or cancel the follower's lag timer; rejoin it once caught up."""
+        part = self.partition
+        if part.leos[replica] >= part.leader_leo:
+            task = self.lag_tasks.pop(replica, None)
+            if task is not None:
+                task.cancel()
+            if replica not in part.isr:
+                # Caught up, so its LEO is >= every required offset: rejoining
+                # never holds back a request.
+                part.expand_isr(replica)
+                self.rejoins += 1
+        elif replica in part.isr and replica not in self.lag_tasks:
+            assert self.isr_timer is not None and self.lag_ms is not None
+            self.lag_tasks[replica] = self.isr_timer.schedule(
+                self.lag_ms, self._shrink, replica
+            )
+
+    # clock -------------------------------------------------------------------
+    def advance_to(self, t: int) -> None:
+        """Move every clock to ``t``; at each ms, expirations come before lag timers."""
+        timers = [s.timer for s in self.settings]
+        isr_timer = self.isr_timer
+        if isr_timer is not None:
+            while True:
+                nxt = isr_timer.next_expiration_ms
+                if nxt is None or nxt > t:
+                    break
+                for timer in timers:
+                    timer.advance_to(nxt)
+                isr_timer.advance_to(nxt)
+            isr_timer.advance_to(t)
+        for timer in timers:
+            nxt = timer.next_expiration_ms
+            if nxt is not None and nxt <= t:
+                timer.advance_to(t)
+            else:
+                # Nothing due: just move the manual clock (what advance_to
+                # would do, without its bookkeeping).
+                timer.now_ns = t * 1_000_000
+        self.now = t
+
+    def finish(self) -> None:
+        """Run the clock on until every request has completed or expired."""
+        while True:
+            due = [
+                nxt
+                for nxt in (s.timer.next_expiration_ms for s in self.settings)
+                if nxt is not None
+            ]
+            if not due:
+                break
+            self.advance_to(max(max(due), self.now))
+        if self.isr_timer is not None:
+            self.isr_timer.close()
+        for s in self.settings:
+            if self.check:
+                s.purgatory._check()
+                if s.purgatory.delayed:
+                    raise AssertionError(f"{s.purgatory.delayed} left in {self.name!r}")
+            s.purgatory.shutdown()
+            s.timer.close()
+
+    # the loop ----------------------------------------------------------------
+    def run(
+        self,
+        ts: list[int],
+        is_fetch: list[bool],
+        first: list[int],
+        second: list[int],
+        timeouts: list[int],
+    ) -> None:
+        """Replay the events in order.
+
+        Columns: ``first`` is the replica (fetch) or request_id (produce),
+        ``second`` the fetch_offset or required_offset, ``timeouts`` the row's
+        timeout_ms (produce).
+        """
+        part = self.partition
+        leos = part.leos
+        isr = part.isr
+        heap = self.heap
+        heappush = heapq.heappush
+        lag = self.isr_timer is not None
+        settings = self.settings
+        keys = (self.name,)
+        check = self.check
+        advance_to = self.advance_to
+        complete_up_to = self._complete_up_to
+        # The common case, one setting and a fixed ISR, gets its own fast clock step.
+        fast = len(settings) == 1 and not lag
+        timer = settings[0].timer
+        now = self.now
+        n = len(ts)
+        for i in range(n):
+            t = ts[i]
+            if t != now:
+                if fast:
+                    nxt = timer.next_expiration_ms
+                    if nxt is not None and nxt <= t:
+                        timer.advance_to(t)
+                    else:
+                        timer.now_ns = t * 1_000_000
+                    self.now = t
+                else:
+                    advance_to(t)
+                now = t
+            if is_fetch[i]:
+                replica = first[i]
+                offset = second[i]
+                leos[replica] = offset
+                if lag:
+                    self._follower_changed(replica)
+                # The HW can only have risen past heap[0] if this follower did.
+                if heap and offset >= heap[0] and replica in isr:
+                    hw = min([leos[r] for r in isr])
+                    if hw >= heap[0]:
+                        complete_up_to(hw)
+            else:
+                offset = second[i]
+                if offset > part.leader_leo:
+                    part.leader_leo = offset
+                    if lag:
+                        for replica in list(isr):
+                            self._follower_changed(replica)
+                rid = first[i]
+                waiting = False
+                for s in settings:
+                    timeout = s.timeout_ms
+                    op = ReplayProduce(
+                        part,
+                        offset,
+                        timeouts[i] if timeout is None else timeout,
+                        t,
+                        rid,
+                        s.clock,
+                        s.done.append,
+                        s.lock,
+                    )
+                    if not s.purgatory.try_complete_else_watch(op, keys):
+                        waiting = waiting or not op.completed
+                if waiting:
+                    heappush(heap, offset)
+            if check and (i + 1 == n or ts[i + 1] != t):
+                self.samples.append((t, [s.purgatory.delayed for s in settings]))
+        self.now = now
+
+
+# -- columns in, columns out ------------------------------------------------------
+def _np(column: pa.ChunkedArray | pa.Array, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(values with nulls replaced by ``fill``, null mask) as numpy arrays."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    nulls = column.is_null().to_numpy(zero_copy_only=False)
+    values = column.fill_null(fill).to_numpy(zero_copy_only=False)
+    return values, nulls
+
+
+def _kind_codes(column: pa.Array) -> np.ndarray:
+    """fetch -> 0, produce -> 1, anything else -> 2, null -> 3."""
+    encoded = column.dictionary_encode()
+    lookup = np.array(
+        [
+            _KIND_FETCH if v == "fetch" else _KIND_PRODUCE if v == "produce" else _KIND_OTHER
+            for v in encoded.dictionary.to_pylist()
+        ]
+        + [_KIND_NULL],
+        dtype=np.int8,
+    )
+    indices = encoded.indices.fill_null(len(lookup) - 1).to_numpy(zero_copy_only=False)
+    return lookup[indices]
+
+
+def _union_batch(record: str, columns: dict[str, Any], n: int) -> pa.RecordBatch:
+    arrays = []
+    for field in OUTPUT_SCHEMA:
+        if field.name == "record":
+            arrays.append(pa.repeat(pa.scalar(record, pa.string()), n))
+        elif field.name in columns:
+            value = columns[field.name]
+            if isinstance(value, (pa.Array, pa.ChunkedArray)):
+                value = value.cast(field.type)
+                if isinstance(value, pa.ChunkedArray):
+                    value = value.combine_chunks()
+                arrays.append(value)
+            else:
+                arrays.append(pa.array(value, field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
+
+
+def _conform(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """The eight input columns with their binding types; extra columns are ignored."""
+    names = batch.schema.names
+    missing = [c for c in INPUT_COLUMNS if c not in names]
+    if missing:
+        raise ValueError(
+            f"events are missing column(s) {missing}; the input schema is "
+            f"{list(INPUT_COLUMNS)} (got {names})"
+        )
+    arrays = []
+    for name, dtype in INPUT_COLUMNS.items():
+        column = batch.column(name)
+        if column.type != dtype:
+            try:
+                column = pc.cast(column, dtype)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise ValueError(
+                    f"column {name!r} has type {column.type}, which does not cast "
+                    f"to {dtype}: {exc}"
+                ) from None
+        arrays.append(column)
+    return pa.Table.from_arrays(arrays, names=list(INPUT_COLUMNS))
+
+
+# -- the engine --------------------------------------------------------------------------
+_logged_accelerated = False
+
+
+def _log_accelerated_once() -> None:
+    """Log once per executor (one Python daemon) whether the compiled core is in use."""
+    global _logged_accelerated
+    if _logged_accelerated:
+        return
+    _logged_accelerated = True
+    # Spark's Python workers are forks of one daemon per executor: a marker
+    # file named after the daemon's pid makes the first worker the only one
+    # that logs.  Outside Spark the parent is simply this process's parent.
+    marker = os.path.join(
+        os.environ.get("TMPDIR", "/tmp"), f"tickwheel-engine-{os.getppid()}.logged"
+    )
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        os.close(fd)
+    except FileExistsError:
+        return
+    except OSError:
+        pass  # no writable temp dir: log from every worker instead
+    message = (
+        f"tickwheel {tickwheel.__version__} replay engine on pid {os.getpid()}: "
+        + (
+            "accelerated (compiled core)"
+            if tickwheel.USE_EXTENSIONS
+            else "pure Python (compiled core not in use: TICKWHEEL_NO_EXTENSIONS "
+            "or no wheel for this platform)"
+        )
+    )
+    if not logger.handlers and not logging.getLogger().handlers:
+        print(message, file=sys.stderr, flush=True)
+    else:
+        logger.info(message)
+
+
+def resolve_batches(
+    batches: Iterable[pa.RecordBatch],
+    timeout_ms: int | Sequence[int] | None = None,
+    replica_lag_max_ms: int | None = None,
+    *,
+    check: bool = False,
+) -> Iterator[pa.RecordBatch]:
+    """Replay sorted events through one MockTimer-driven purgatory per partition.
+
+    The input holds the eight event columns (see :data:`INPUT_COLUMNS`; other
+    columns are ignored), sorted by ``(partition, ts_ms, kind)``: each
+    partition's rows contiguous, in time order, fetches before produces at a
+    tie.  Malformed rows may appear anywhere: they are not replayed but
+    returned as ``rejected`` records with a reason.  A request_id seen twice
+    by this call is a ``duplicate request_id`` from its second row on (the
+    callers :func:`replay_table` and ``tickwheel.spark.resolve`` reject every
+    row of an id that occurs twice anywhere, before the engine runs).
+
+    Yields :data:`OUTPUT_SCHEMA` batches: ``record`` tells outcome, size
+    (purgatory size per second), rejected, or meta (one per call: the
+    worker and whether it ran accelerated).
+
+    Runtime complexity: O(events + requests x settings x timer levels), plus
+    O(log pending) per completed request.
+
+    :param batches: Arrow record batches of events (sorted as above)
+    :param timeout_ms: None to use each row's ``timeout_ms``; an int or a
+        sequence of ints to replay under each of these timeouts in one pass
+    :param replica_lag_max_ms: None for a fixed ISR (every follower in sync);
+        else a follower that has not caught up with the leader for this long
+        leaves the ISR until it catches up
+    :param check: run the purgatories' invariant checks (for tests; slower)
+    :raises ValueError: if the input is not sorted or a partition's rows are
+        not contiguous; if a setting is out of range
+    :raises TypeError: for a non-int setting
+    """
+    settings = normalize_timeouts(timeout_ms)
+    lag_ms = _check_lag(replica_lag_max_ms)
+    _log_accelerated_once()
+    seen_ids: set[int] = set()
+    finished: set[str] = set()
+    events = 0
+    pieces: list[pa.Table] = []
+    current: str | None = None
+    have_current = False
+    for batch in batches:
+        table = _conform(batch)
+        if table.num_rows == 0:
+            continue
+        events += table.num_rows
+        encoded = table.column("partition").combine_chunks().dictionary_encode()
+        keys = encoded.dictionary.to_pylist()
+        idx = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.diff(idx)) + 1
+        bounds = [0, *starts.tolist(), len(idx)]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            key = keys[idx[lo]] if idx[lo] >= 0 else None
+            if have_current and key == current:
+                pieces.append(table.slice(lo, hi - lo))
+                continue
+            if have_current:
+                yield from _flush(current, pieces, settings, lag_ms, seen_ids, finished, check)
+            current, have_current = key, True
+            pieces = [table.slice(lo, hi - lo)]
+    if have_current:
+        yield from _flush(current, pieces, settings, lag_ms, seen_ids, finished, check)
+    yield _union_batch(
+        "meta",
+        {
+            "worker": [f"{os.uname().nodename}:{os.getpid()}"],
+            "accelerated": [bool(tickwheel.USE_EXTENSIONS)],
+            "events": [events],
+        },
+        1,
+    )
+
+
+def _flush(
+    name: str | None,
+    pieces: list[pa.Table],
+    settings: list[int | None],
+    lag_ms: int | None,
+    seen_ids: set[int],
+    finished: set[str],
+    check: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Validate and replay one partition's rows; yield its output batches."""
+    table = pa.concat_tables(pieces).combine_chunks()
+    if name is not None:
+        if name in finished:
+            raise ValueError(
+                f"partition {name!r} appears in two separate runs of rows: the "
+                "events must be sorted by (partition, ts_ms, kind)"
+            )
+        finished.add(name)
+    n = table.num_rows
+    ts, ts_null = _np(table.column("ts_ms"))
+    kind = _kind_codes(table.column("kind").combine_chunks())
+    rid, rid_null = _np(table.column("request_id"))
+    req, req_null = _np(table.column("required_offset"))
+    tmo, tmo_null = _np(table.column("timeout_ms"))
+    rep, rep_null = _np(table.column("replica"))
+    fo, fo_null = _np(table.column("fetch_offset"))
+    produce = kind == _KIND_PRODUCE
+    fetch = kind == _KIND_FETCH
+
+    # Reason codes: 0 = valid; the first check that fails names the row's reason.
+    code = np.zeros(n, dtype=np.int8)
+
+    def mark(condition: Any, reason: str) -> None:
+        code[np.logical_and(condition, code == 0)] = _REASONS.index(reason)
+
+    if name is None:
+        code[:] = _REASONS.index("null partition")
+    mark(kind == _KIND_NULL, "null kind")
+    mark(kind == _KIND_OTHER, "unknown kind")
+    mark(ts_null, "null ts_ms")
+    mark(np.abs(ts) > MAX_TIME_MS, "ts_ms out of range")
+    mark(produce & rid_null, "null request_id")
+    mark(produce & req_null, "null required_offset")
+    mark(produce & tmo_null, "null timeout_ms")
+    mark(produce & (tmo < 0), "negative timeout_ms")
+    mark(produce & (req < 0), "negative required_offset")
+    mark(
+        produce & ((tmo > MAX_TIME_MS) | (ts + np.minimum(tmo, MAX_TIME_MS) > MAX_TIME_MS)),
+        "timeout_ms out of range",
+    )
+    mark(fetch & rep_null, "null replica")
+    mark(fetch & fo_null, "null fetch_offset")
+    mark(fetch & (fo < 0), "negative fetch_offset")
+    # Duplicates: a request_id already seen by this engine, or earlier in this partition.
+    ok_produce = np.flatnonzero(produce & (code == 0))
+    if len(ok_produce):
+        ids = rid[ok_produce]
+        _, first_index = np.unique(ids, return_index=True)
+        dup = np.ones(len(ids), dtype=bool)
+        dup[first_index] = False
+        if seen_ids:
+            dup |= np.fromiter((i in seen_ids for i in ids.tolist()), bool, len(ids))
+        code[ok_produce[dup]] = _REASONS.index("duplicate request_id")
+        seen_ids.update(ids[~dup].tolist())
+
+    valid = code == 0
+    bad = np.flatnonzero(~valid)
+    if len(bad):
+        take = pa.array(bad)
+        columns: dict[str, Any] = {c: table.column(c).take(take) for c in INPUT_COLUMNS}
+        columns["reason"] = np.array(_REASONS, dtype=object)[code[bad]]
+        yield _union_batch("rejected", columns, len(bad))
+    if not valid.any():
+        return
+    vts = ts[valid]
+    vfetch = fetch[valid]
+    # The replay's order: time, then fetches (0) before produces (1).
+    vkind = kind[valid]
+    if len(vts) > 1:
+        dt = np.diff(vts)
+        unsorted = (dt < 0) | ((dt == 0) & (np.diff(vkind) < 0))
+        if unsorted.any():
+            at = int(np.flatnonzero(unsorted)[0])
+            raise ValueError(
+                f"events of partition {name!r} are not sorted by (ts_ms, kind): "
+                f"ts_ms {int(vts[at])} ({'fetch' if vfetch[at] else 'produce'}) comes "
+                f"before ts_ms {int(vts[at + 1])} ({'fetch' if vfetch[at + 1] else 'produce'})"
+            )
+    first = np.where(fetch, rep, rid)[valid]
+    second = np.where(fetch, fo, req)[valid]
+    followers = np.unique(rep[valid & fetch]).tolist()
+    assert name is not None
+    replay = _PartitionReplay(name, followers, settings, lag_ms, int(vts[0]), check)
+    gc_was_enabled = gc.isenabled()
+    # The collector would rescan the growing set of live operations again
+    # and again; the one cycle they form (operation -> callback -> the
+    # ``done`` list -> operation) is broken by hand below, so that nothing
+    # is left for it when it is switched back on.
+    gc.disable()
+    try:
+        replay.run(vts.tolist(), vfetch.tolist(), first.tolist(), second.tolist(),
+                   tmo[valid].tolist())
+        replay.finish()
+        columns_by_setting = []
+        for s in replay.settings:
+            done = s.done
+            m = len(done)
+            columns_by_setting.append((
+                s,
+                m,
+                np.fromiter((op.arrival_ms for op in done), np.int64, m),
+                np.fromiter((op.timeout_ms for op in done), np.int64, m),
+                np.fromiter((op.done_ms for op in done), np.int64, m),  # type: ignore[misc]
+                np.fromiter((op.expired for op in done), bool, m),
+                np.fromiter((op.request_id for op in done), np.int64, m),
+            ))
+            done.clear()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    for s, m, arrival, timeout, done_ms, expired, request_id in columns_by_setting:
+        yield _union_batch(
+            "outcome",
+            {
+                "request_id": request_id,
+                "partition": pa.repeat(pa.scalar(name, pa.string()), m),
+                "arrival_ms": arrival,
+                "deadline_ms": arrival + timeout,
+                "outcome": pc.if_else(pa.array(expired), "expired", "completed"),
+                "done_ms": done_ms,
+                "latency_ms": done_ms - arrival,
+                "timeout_ms": timeout,
+            },
+            m,
+        )
+        sizes = purgatory_sizes(arrival, done_ms, expired)
+        if check:
+            _check_sizes(replay, s, arrival, done_ms)
+        k = len(sizes["window_start_ms"])
+        sizes["partition"] = pa.repeat(pa.scalar(name, pa.string()), k)
+        sizes["timeout_ms"] = pa.nulls(k, pa.int64()) if s.timeout_ms is None else np.full(
+            k, s.timeout_ms, dtype=np.int64
+        )
+        yield _union_batch("size", sizes, k)
+
+
+def purgatory_sizes(
+    arrival_ms: np.ndarray, done_ms: np.ndarray, expired: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Per second of event time: pending requests at its end and at most, and counts.
+
+    A request is pending from its arrival until ``done_ms`` (a request that
+    completes at once is never pending).  Within one millisecond, requests
+    leave before new ones arrive (the replay's event order).  A row is made for
+    every second with an arrival or a completion, and for every second in
+    which requests were pending.
+
+    >>> s = purgatory_sizes(np.array([0, 500, 1500]), np.array([2500, 500, 1600]),
+    ...                     np.array([True, False, False]))
+    >>> {k: v.tolist() for k, v in s.items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'window_start_ms': [0, 1000, 2000], 'pending_end': [1, 1, 0],
+     'pending_max': [1, 2, 1], 'arrivals': [2, 1, 0], 'completed': [1, 1, 0],
+     'expired': [0, 0, 1]}
+    """
+    arrival_ms = np.asarray(arrival_ms, dtype=np.int64)
+    done_ms = np.asarray(done_ms, dtype=np.int64)
+    expired = np.asarray(expired, dtype=bool)
+    wait = done_ms > arrival_ms
+    a_sorted = np.sort(arrival_ms[wait])
+    d_sorted = np.sort(done_ms[wait])
+    sec_a = np.floor_divide(arrival_ms, 1000)
+    sec_d = np.floor_divide(done_ms, 1000)
+    active = np.unique(np.concatenate([sec_a, sec_d]))
+    if not len(active):
+        empty = np.zeros(0, dtype=np.int64)
+        return {k: empty for k in ("window_start_ms", "pending_end", "pending_max",
+                                   "arrivals", "completed", "expired")}
+    # Pending at the end of each active second (after its last millisecond).
+    end = active * 1000 + 999
+    pend_end = np.searchsorted(a_sorted, end, "right") - np.searchsorted(d_sorted, end, "right")
+    # Seconds in between with requests pending: constant, no arrivals or completions.
+    gaps = np.diff(active) - 1
+    carry = (pend_end[:-1] > 0) & (gaps > 0)
+    fill_counts = np.where(carry, gaps, 0)
+    fill_start = np.repeat(active[:-1] + 1, fill_counts)
+    fill_offset = np.arange(fill_counts.sum()) - np.repeat(np.cumsum(fill_counts) - fill_counts,
+                                                           fill_counts)
+    fill_secs = fill_start + fill_offset
+    fill_pend = np.repeat(pend_end[:-1], fill_counts)
+    secs = np.concatenate([active, fill_secs])
+    pending_end = np.concatenate([pend_end, fill_pend])
+    order = np.argsort(secs, kind="stable")
+    secs = secs[order]
+    pending_end = pending_end[order]
+    # Max within a second: the level at its start, or after any arrival in it.
+    start_level = np.concatenate([[0], pending_end[:-1]])
+    start_level[1:][np.diff(secs) > 1] = 0
+    pending_max = start_level.copy()
+    times = np.concatenate([a_sorted, d_sorted])
+    deltas = np.concatenate([np.ones(len(a_sorted), np.int64), -np.ones(len(d_sorted), np.int64)])
+    o = np.lexsort((deltas, times))
+    level = np.cumsum(deltas[o])
+    up = deltas[o] > 0
+    up_secs = np.floor_divide(times[o][up], 1000)
+    np.maximum.at(pending_max, np.searchsorted(secs, up_secs), level[up])
+    pending_max = np.maximum(pending_max, pending_end)
+    n_secs = len(secs)
+    arrivals = np.bincount(np.searchsorted(secs, sec_a), minlength=n_secs)
+    completed = np.bincount(np.searchsorted(secs, sec_d[~expired]), minlength=n_secs)
+    expired_n = np.bincount(np.searchsorted(secs, sec_d[expired]), minlength=n_secs)
+    return {
+        "window_start_ms": secs * 1000,
+        "pending_end": pending_end.astype(np.int64),
+        "pending_max": pending_max.astype(np.int64),
+        "arrivals": arrivals.astype(np.int64),
+        "completed": completed.astype(np.int64),
+        "expired": expired_n.astype(np.int64),
+    }
+
+
+def _check_sizes(
+    replay: _PartitionReplay, s: _Setting, arrival: np.ndarray, done_ms: np.ndarray
+) -> None:
+    """Check mode: the lifetimes agree with ``purgatory.delayed`` sampled in the replay."""
+    index = replay.settings.index(s)
+    wait = done_ms > arrival
+    a_sorted = np.sort(arrival[wait])
+    d_sorted = np.sort(done_ms[wait])
+    for t, delayed in replay.samples:
+        expect = int(np.searchsorted(a_sorted, t, "right") - np.searchsorted(d_sorted, t, "right"))
+        if expect != delayed[index]:
+            raise AssertionError(
+                f"{replay.name!r} at {t}: purgatory.delayed={delayed[index]}, "
+                f"lifetimes say {expect}"
+            )
+
+
+# -- single-process driver ------------------------------------------------------------
+class ReplayResult(NamedTuple):
+    """The replay's outputs as Arrow tables."""
+
+    outcomes: pa.Table
+    purgatory_size: pa.Table
+    rejected: pa.Table
+    workers: list[dict[str, Any]]
+
+
+def split_output(batches: Iterable[pa.RecordBatch]) -> ReplayResult:
+    """Split resolve_batches output (the tagged union) into its three tables."""
+    union = pa.Table.from_batches(list(batches), schema=OUTPUT_SCHEMA)
+    record = union.column("record")
+
+    def part(kind: str) -> pa.Table:
+        rows = union.filter(pc.equal(record, kind))
+        return rows.select(RECORD_SCHEMAS[kind].names).cast(RECORD_SCHEMAS[kind])
+
+    return ReplayResult(
+        part("outcome"), part("size"), part("rejected"), part("meta").to_pylist()
+    )
+
+
+def duplicate_mask(table: pa.Table) -> np.ndarray:
+    """Rows that are produces whose request_id occurs in more than one produce row."""
+    produce = pc.fill_null(pc.equal(table.column("kind"), "produce"), False)
+    ids = table.column("request_id").filter(produce).drop_null()
+    counts = pc.value_counts(ids)
+    dups = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(dups) == 0:
+        return np.zeros(table.num_rows, dtype=bool)
+    hit = pc.fill_null(pc.is_in(table.column("request_id"), value_set=dups), False)
+    return np.asarray(pc.and_(produce, hit).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def replay_table(
+    events: pa.Table,
+    timeout_ms: int | Sequence[int] | None = None,
+    replica_lag_max_ms: int | None = None,
+    *,
+    check: bool = False,
+    batch_rows: int = 65_536,
+) -> ReplayResult:
+    """Replay an events table in this process (the Spark job's single-core twin).
+
+    Every row of a request_id that occurs in two produce rows is rejected as a
+    ``duplicate request_id``; the rest is sorted by (partition, ts_ms, kind)
+    and passed to :func:`resolve_batches`.
+
+    :param events: a table with the input columns (any row order)
+    :param timeout_ms, replica_lag_max_ms, check: see :func:`resolve_batches`
+    :param batch_rows: rows per batch handed to the engine
+    :return: outcomes, purgatory_size and rejected tables, and the meta records
+    :raises ValueError: for missing or uncastable columns, or bad settings
+    """
+    normalize_timeouts(timeout_ms)
+    _check_lag(replica_lag_max_ms)
+    table = _conform(events)
+    dup = duplicate_mask(table)
+    extra: list[pa.RecordBatch] = []
+    if dup.any():
+        rows = table.filter(pa.array(dup))
+        columns: dict[str, Any] = {c: rows.column(c) for c in INPUT_COLUMNS}
+        columns["reason"] = ["duplicate request_id"] * rows.num_rows
+        extra.append(_union_batch("rejected", columns, rows.num_rows))
+        table = table.filter(pa.array(~dup))
+    order = pc.sort_indices(
+        table,
+        sort_keys=[
+            ("partition", "ascending", "at_start"),
+            ("ts_ms", "ascending", "at_start"),
+            ("kind", "ascending", "at_start"),
+        ],
+    )
+    table = table.take(order)
+    out = list(
+        resolve_batches(
+            table.to_batches(max_chunksize=batch_rows), timeout_ms, replica_lag_max_ms,
+            check=check,
+        )
+    )
+    return split_output(extra + out)
