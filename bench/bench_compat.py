@@ -33,7 +33,6 @@ import sys
 import threading
 import time
 import tracemalloc
-from contextlib import AsyncExitStack
 from typing import Any, Callable
 
 import tickwheel
@@ -91,7 +90,7 @@ def bench_call_later(n: int, repeat: int, use_uvloop: bool) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-# -- asyncio: memory of pending timeouts ----------------------------------------------
+# -- asyncio: memory of pending timeouts -----------------------------------------------
 
 
 def _traced(fn: Callable[[], Any]) -> tuple[int, Any]:
@@ -113,16 +112,22 @@ def bench_memory(n: int) -> dict[str, float]:
         loop = asyncio.get_running_loop()
         wheel = tw.get_wheel()
         out: dict[str, float] = {}
-        for name, call_later in (("loop.call_later", loop.call_later),
-                                 ("wheel.call_later", wheel.call_later)):
-            size, handles = _traced(lambda: [call_later(100.0, _noop) for _ in range(n)])
+        for name, call_later in (
+            ("loop.call_later", loop.call_later),
+            ("wheel.call_later", wheel.call_later),
+        ):
+            size, handles = _traced(
+                lambda: [call_later(100.0, _noop) for _ in range(n)]
+            )
             out[name] = size / n
             for h in handles:
                 h.cancel()
             del handles
             await asyncio.sleep(0)
-        for name, factory in (("asyncio.timeout", asyncio.timeout),
-                              ("compat_asyncio.timeout", tw.timeout)):
+        for name, factory in (
+            ("asyncio.timeout", asyncio.timeout),
+            ("compat_asyncio.timeout", tw.timeout),
+        ):
             # n nested, entered blocks in one task; the list of context
             # managers costs both sides the same 8 bytes each.
             gc.collect()
@@ -142,7 +147,7 @@ def bench_memory(n: int) -> dict[str, float]:
     return asyncio.run(main())
 
 
-# -- sched --------------------------------------------------------------------------------
+# -- sched -----------------------------------------------------------------------------
 
 
 def bench_sched(n: int, repeat: int, stdlib_repeat: int) -> dict[str, float]:
@@ -160,11 +165,13 @@ def bench_sched(n: int, repeat: int, stdlib_repeat: int) -> dict[str, float]:
 
     return {
         "sched.scheduler": _median_ns(lambda: one(sched.scheduler), stdlib_repeat),
-        "compat_sched.scheduler": _median_ns(lambda: one(compat_sched.scheduler), repeat),
+        "compat_sched.scheduler": _median_ns(
+            lambda: one(compat_sched.scheduler), repeat
+        ),
     }
 
 
-# -- threading.Timer (one subprocess per side, for a clean peak RSS) ----------------------
+# -- threading.Timer (one subprocess per side, for a clean peak RSS) -------------------
 
 
 def timer_child(kind: str, n: int) -> dict[str, float]:
@@ -208,21 +215,25 @@ def bench_timer(n: int, repeat: int) -> dict[str, dict[str, float]]:
         for _ in range(repeat):
             proc = subprocess.run(
                 [sys.executable, __file__, "--timer-child", kind, str(n)],
-                check=True, capture_output=True, text=True,
+                check=True,
+                capture_output=True,
+                text=True,
             )
             runs.append(json.loads(proc.stdout))
         out[kind] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     return out
 
 
-# -- report ---------------------------------------------------------------------------------
+# -- report ----------------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; seconds")
     parser.add_argument("--repeat", type=int, default=None, help="repeats (median)")
-    parser.add_argument("--timer-child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--timer-child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.timer_child:
         print(json.dumps(timer_child(args.timer_child[0], int(args.timer_child[1]))))
@@ -236,52 +247,113 @@ def main() -> None:
     n_timer = 1_000 if quick else 10_000
     rows: list[Row] = []
 
-    def ratio_row(what: str, base: float, ours: float, goal: float | None, unit_n: int) -> Row:
+    def ratio_row(
+        what: str, base: float, ours: float, goal: float | None, unit_n: int
+    ) -> Row:
         r = base / ours
         verdict = "" if goal is None else (f"≥ {goal:g}× {'✅' if r >= goal else '❌'}")
-        return (what, f"{base / unit_n * 1e9:,.0f} ns", f"{ours / unit_n * 1e9:,.0f} ns",
-                f"{r:.1f}×", verdict)
+        return (
+            what,
+            f"{base / unit_n * 1e9:,.0f} ns",
+            f"{ours / unit_n * 1e9:,.0f} ns",
+            f"{r:.1f}×",
+            verdict,
+        )
 
     for use_uvloop in (False, True):
         label = "uvloop" if use_uvloop else "asyncio loop"
         try:
             res = bench_call_later(n_call, repeat, use_uvloop)
         except ImportError:
-            rows.append((f"call_later+cancel ({label})", "n/a", "n/a", "", "uvloop missing"))
+            rows.append(
+                (f"call_later+cancel ({label})", "n/a", "n/a", "", "uvloop missing")
+            )
             continue
         base = res["loop.call_later"]
         goal = None if use_uvloop else 5.0
-        rows.append(ratio_row(f"{n_call:,} call_later+cancel, {label}: loop vs wheel.call_later",
-                              base, res["wheel.call_later"], goal, n_call))
-        rows.append(ratio_row(f"… vs module-level compat_asyncio.call_later ({label})",
-                              base, res["compat_asyncio.call_later"], None, n_call))
+        rows.append(
+            ratio_row(
+                f"{n_call:,} call_later+cancel, {label}: loop vs wheel.call_later",
+                base,
+                res["wheel.call_later"],
+                goal,
+                n_call,
+            )
+        )
+        rows.append(
+            ratio_row(
+                f"… vs module-level compat_asyncio.call_later ({label})",
+                base,
+                res["compat_asyncio.call_later"],
+                None,
+                n_call,
+            )
+        )
 
     mem = bench_memory(n_mem)
-    for base_k, ours_k in (("loop.call_later", "wheel.call_later"),
-                           ("asyncio.timeout", "compat_asyncio.timeout")):
+    for base_k, ours_k in (
+        ("loop.call_later", "wheel.call_later"),
+        ("asyncio.timeout", "compat_asyncio.timeout"),
+    ):
         r = mem[ours_k] / mem[base_k]
-        rows.append((f"{n_mem:,} pending {base_k} vs {ours_k}: bytes each",
-                     f"{mem[base_k]:.0f} B", f"{mem[ours_k]:.0f} B", f"{r:.2f}×",
-                     f"≤ 0.5× {'✅' if r <= 0.5 else '❌'}"))
+        rows.append(
+            (
+                f"{n_mem:,} pending {base_k} vs {ours_k}: bytes each",
+                f"{mem[base_k]:.0f} B",
+                f"{mem[ours_k]:.0f} B",
+                f"{r:.2f}×",
+                f"≤ 0.5× {'✅' if r <= 0.5 else '❌'}",
+            )
+        )
 
     sch = bench_sched(n_sched, repeat, 3 if not quick else repeat)
-    rows.append(ratio_row(f"{n_sched:,} sched enter+cancel (per event)",
-                          sch["sched.scheduler"], sch["compat_sched.scheduler"], 100.0, n_sched))
+    rows.append(
+        ratio_row(
+            f"{n_sched:,} sched enter+cancel (per event)",
+            sch["sched.scheduler"],
+            sch["compat_sched.scheduler"],
+            100.0,
+            n_sched,
+        )
+    )
 
     tim = bench_timer(n_timer, 3 if not quick else 1)
     s, o = tim["stdlib"], tim["tickwheel"]
-    rows.append((f"{n_timer:,} Timer start+cancel+join: threads created",
-                 f"{s['threads']:,.0f}", f"{o['threads']:,.0f}", "", ""))
-    rows.append((f"{n_timer:,} Timer start+cancel+join: wall time",
-                 f"{s['seconds'] * 1e3:,.0f} ms", f"{o['seconds'] * 1e3:,.0f} ms",
-                 f"{s['seconds'] / o['seconds']:.1f}×", ""))
-    rows.append((f"{n_timer:,} Timer start+cancel+join: peak RSS of the process",
-                 f"{s['peak_rss_mb']:.0f} MB", f"{o['peak_rss_mb']:.0f} MB", "", ""))
+    rows.append(
+        (
+            f"{n_timer:,} Timer start+cancel+join: threads created",
+            f"{s['threads']:,.0f}",
+            f"{o['threads']:,.0f}",
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            f"{n_timer:,} Timer start+cancel+join: wall time",
+            f"{s['seconds'] * 1e3:,.0f} ms",
+            f"{o['seconds'] * 1e3:,.0f} ms",
+            f"{s['seconds'] / o['seconds']:.1f}×",
+            "",
+        )
+    )
+    rows.append(
+        (
+            f"{n_timer:,} Timer start+cancel+join: peak RSS of the process",
+            f"{s['peak_rss_mb']:.0f} MB",
+            f"{o['peak_rss_mb']:.0f} MB",
+            "",
+            "",
+        )
+    )
 
     core = "C extension" if tickwheel.USE_EXTENSIONS else "pure Python"
-    print(f"tickwheel {tickwheel.__version__} ({core}), Python {platform.python_version()}, "
-          f"{platform.machine()}, {os.cpu_count()} CPUs; median of {repeat} "
-          f"({'quick' if quick else 'full'} mode), GC enabled\n")
+    print(
+        f"tickwheel {tickwheel.__version__} ({core}), "
+        f"Python {platform.python_version()}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs; median of {repeat} "
+        f"({'quick' if quick else 'full'} mode), GC enabled\n"
+    )
     print("| benchmark | stdlib | tickwheel | ratio | goal |")
     print("|---|---:|---:|---:|---|")
     for row in rows:

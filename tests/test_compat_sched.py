@@ -57,7 +57,9 @@ def check(s: Any) -> None:
 
 
 class TestSchedulerContract:
-    def test_sched_order_is_time_then_priority_then_insertion(self, make: Factory) -> None:
+    def test_sched_order_is_time_then_priority_then_insertion(
+        self, make: Factory
+    ) -> None:
         clock = FakeClock()
         s = make(clock)
         out: list[str] = []
@@ -72,12 +74,18 @@ class TestSchedulerContract:
         assert clock.now == 2
         check(s)
 
-    def test_sched_times_in_one_wheel_tick_still_ordered_by_time(self, make: Factory) -> None:
+    def test_sched_times_in_one_wheel_tick_still_ordered_by_time(
+        self, make: Factory
+    ) -> None:
         # 1.0002 and 1.0001 s fall into the same 1 ms wheel tick.
         clock = FakeClock(Fraction(0))
         s = make(clock)
         out: list[Any] = []
-        for t in (Fraction(10002, 10000), Fraction(10001, 10000), Fraction(10000, 10000)):
+        for t in (
+            Fraction(10002, 10000),
+            Fraction(10001, 10000),
+            Fraction(10000, 10000),
+        ):
             s.enterabs(t, 0, out.append, (t,))
         s.run()
         assert out == sorted(out)
@@ -110,7 +118,9 @@ class TestSchedulerContract:
         s.run()
         assert out == [1, 3, 4]
 
-    def test_sched_cancel_unknown_or_twice_raises_value_error(self, make: Factory) -> None:
+    def test_sched_cancel_unknown_or_twice_raises_value_error(
+        self, make: Factory
+    ) -> None:
         clock = FakeClock()
         s = make(clock)
         e = s.enter(1, 0, lambda: None)
@@ -130,7 +140,9 @@ class TestSchedulerContract:
         with pytest.raises(ValueError):
             s.cancel(e)
 
-    def test_sched_run_nonblocking_returns_delay_to_next_event(self, make: Factory) -> None:
+    def test_sched_run_nonblocking_returns_delay_to_next_event(
+        self, make: Factory
+    ) -> None:
         clock = FakeClock(10)
         s = make(clock)
         out: list[str] = []
@@ -233,7 +245,9 @@ OPS = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(ops=OPS, ticks=st.sampled_from([1, 1000, 0.01, 3]))
-def test_sched_model_matches_stdlib(ops: list[tuple[str, Any, int]], ticks: float) -> None:
+def test_sched_model_matches_stdlib(
+    ops: list[tuple[str, Any, int]], ticks: float
+) -> None:
     clock = FakeClock()
     ref = sched.scheduler(clock.time, clock.sleep)
     ours = compat_sched.scheduler(clock.time, clock.sleep, ticks_per_unit=ticks)
@@ -243,7 +257,10 @@ def test_sched_model_matches_stdlib(ops: list[tuple[str, Any, int]], ticks: floa
     for i, (op, a, b) in enumerate(ops):
         if op == "enter":
             pairs.append(
-                (ref.enterabs(a, b, log_ref.append, (i,)), ours.enterabs(a, b, log_ours.append, (i,)))
+                (
+                    ref.enterabs(a, b, log_ref.append, (i,)),
+                    ours.enterabs(a, b, log_ours.append, (i,)),
+                )
             )
         elif op == "cancel" and pairs:
             e_ref, e_ours = pairs[a % len(pairs)]

@@ -144,7 +144,9 @@ class TestTimerContract:
         assert not t.is_alive()
 
     def test_timer_exception_goes_to_excepthook_and_timers_continue(
-        self, TimerClass: Any, monkeypatch: pytest.MonkeyPatch  # noqa: N803
+        self,
+        TimerClass: Any,
+        monkeypatch: pytest.MonkeyPatch,  # noqa: N803
     ) -> None:
         hooked: list[Any] = []
         monkeypatch.setattr(threading, "excepthook", lambda args: hooked.append(args))
@@ -256,7 +258,9 @@ def test_timer_many_started_cost_two_threads(shared_timer_closed: None) -> None:
     assert len(get_timer()) == 0
 
 
-def test_timer_callbacks_run_on_shared_executor_deviation(shared_timer_closed: None) -> None:
+def test_timer_callbacks_run_on_shared_executor_deviation(
+    shared_timer_closed: None,
+) -> None:
     # threading.Timer runs each callback on its own thread; here they share one.
     calls = Calls()
     timers = [Timer(0.0, calls) for _ in range(3)]
@@ -268,7 +272,9 @@ def test_timer_callbacks_run_on_shared_executor_deviation(shared_timer_closed: N
     assert not any(isinstance(t, threading.Thread) for t in timers)
 
 
-def test_timer_shutdown_cancels_pending_and_restarts_lazily(shared_timer_closed: None) -> None:
+def test_timer_shutdown_cancels_pending_and_restarts_lazily(
+    shared_timer_closed: None,
+) -> None:
     calls = Calls()
     pending = Timer(60.0, calls)
     pending.daemon = True

@@ -60,6 +60,9 @@ Documented differences from asyncio (tested in ``tests/test_compat_asyncio.py``)
   non-numeric or NaN delay (TypeError/ValueError).  asyncio checks callbacks
   only in debug mode.  Infinite or enormous delays are clamped to
   ``MAX_DELAY_MS`` (about 146 years), so ``when()`` stays finite.
+* On Python < 3.11 (no ``Task.uncancel()``), a CancelledError that reaches
+  an expired ``timeout()`` block always becomes TimeoutError, even if the
+  task was also cancelled from outside.
 * Exceptions in callbacks go to ``loop.call_exception_handler`` as in
   asyncio; ``SystemExit``/``KeyboardInterrupt`` propagate out of the loop and
   the remaining due callbacks run on the next iteration.
@@ -74,9 +77,15 @@ import math
 import weakref
 from asyncio import events as _events
 from types import TracebackType
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
-from ._impl import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, MAX_DELAY_MS, TimerCore, TimerTask
+from ._impl import (
+    DEFAULT_TICK_MS,
+    DEFAULT_WHEEL_SIZE,
+    MAX_DELAY_MS,
+    TimerCore,
+    TimerTask,
+)
 
 __all__ = [
     "Timeout",
@@ -205,10 +214,10 @@ class TimerWheel(TimerCore):
 
     The wheel's clock is the loop's: ``time.monotonic_ns`` (read in C) for
     asyncio's loops and uvloop, whose ``time()`` read the same clock, and
-    ``loop.time()`` for any other loop (for example one with virtual time).  Only one asyncio
-    handle is ever scheduled, for the earliest due bucket; adding an earlier
-    timer re-arms it.  Not thread-safe, like the loop: call it from the loop
-    thread (use ``loop.call_soon_threadsafe`` from elsewhere).
+    ``loop.time()`` for any other loop (for example one with virtual time).
+    Only one asyncio handle is ever scheduled, for the earliest due bucket;
+    adding an earlier timer re-arms it.  Not thread-safe, like the loop: call
+    it from the loop thread (use ``loop.call_soon_threadsafe`` from elsewhere).
 
     Runtime complexity: call_later/call_at O(levels), cancel O(1).
 
@@ -233,7 +242,7 @@ class TimerWheel(TimerCore):
 
     def __init__(
         self,
-        loop: Optional[asyncio.AbstractEventLoop] = None,
+        loop: asyncio.AbstractEventLoop | None = None,
         *,
         tick_ms: int = DEFAULT_TICK_MS,
         wheel_size: int = DEFAULT_WHEEL_SIZE,
@@ -245,7 +254,7 @@ class TimerWheel(TimerCore):
         # The loop is held weakly: the registry maps loops to wheels, and a
         # strong reference back would keep every loop alive.
         ref = weakref.ref(loop)
-        clock: Optional[Callable[[], int]] = None
+        clock: Callable[[], int] | None = None
         if not _uses_monotonic_clock(loop):
 
             def clock() -> int:
@@ -254,14 +263,14 @@ class TimerWheel(TimerCore):
 
         super().__init__(tick_ms, wheel_size, None, clock, False)
         self._loop_ref = ref
-        self._driver: Optional[asyncio.TimerHandle] = None
-        self._armed_ms: Optional[int] = None
-        self._backlog: Optional[list[TimerTask]] = None
-        self._shared_context: Optional[contextvars.Context] = None
+        self._driver: asyncio.TimerHandle | None = None
+        self._armed_ms: int | None = None
+        self._backlog: list[TimerTask] | None = None
+        self._shared_context: contextvars.Context | None = None
 
     # -- public API ------------------------------------------------------------
     @property
-    def loop(self) -> Optional[asyncio.AbstractEventLoop]:
+    def loop(self) -> asyncio.AbstractEventLoop | None:
         """The loop this wheel is bound to (None once it was garbage-collected)."""
         return self._loop_ref()
 
@@ -274,7 +283,7 @@ class TimerWheel(TimerCore):
         delay: float,
         callback: Callable[..., object],
         *args: Any,
-        context: Optional[contextvars.Context] = None,
+        context: contextvars.Context | None = None,
     ) -> TimerHandle:
         """Run ``callback(*args)`` in the loop thread after ``delay`` seconds.
 
@@ -318,7 +327,7 @@ class TimerWheel(TimerCore):
         when: float,
         callback: Callable[..., object],
         *args: Any,
-        context: Optional[contextvars.Context] = None,
+        context: contextvars.Context | None = None,
     ) -> TimerHandle:
         """Run ``callback(*args)`` at loop time ``when`` (see :meth:`call_later`).
 
@@ -331,14 +340,14 @@ class TimerWheel(TimerCore):
             raise TypeError(f"when must be a number of seconds, got {when!r}") from None
         return self.call_later(delay, callback, *args, context=context)
 
-    def timeout(self, delay: Optional[float]) -> Timeout:
+    def timeout(self, delay: float | None) -> Timeout:
         """An ``asyncio.timeout(delay)`` driven by this wheel (see :class:`Timeout`)."""
         if delay is None:
             return Timeout(None, self)
         _delay_ms(delay, "delay")
         return Timeout(self.now_ns / 1e9 + delay, self)
 
-    def timeout_at(self, when: Optional[float]) -> Timeout:
+    def timeout_at(self, when: float | None) -> Timeout:
         """An ``asyncio.timeout_at(when)`` driven by this wheel."""
         if when is not None:
             _delay_ms(when, "when")
@@ -452,17 +461,21 @@ class TimerWheel(TimerCore):
         if loop is None:
             return
         loop.call_exception_handler(
-            {"message": f"Exception in callback {task!r}", "exception": exc, "handle": task}
+            {
+                "message": f"Exception in callback {task!r}",
+                "exception": exc,
+                "handle": task,
+            }
         )
 
 
 _WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TimerWheel] = (
     weakref.WeakKeyDictionary()
 )
-_last_wheel: Optional[TimerWheel] = None
+_last_wheel: TimerWheel | None = None
 
 
-def get_wheel(loop: Optional[asyncio.AbstractEventLoop] = None) -> TimerWheel:
+def get_wheel(loop: asyncio.AbstractEventLoop | None = None) -> TimerWheel:
     """The :class:`TimerWheel` of ``loop`` (default: the running loop).
 
     Created on first use and kept as long as the loop lives.
@@ -487,9 +500,9 @@ def call_later(
     delay: float,
     callback: Callable[..., object],
     *args: Any,
-    context: Optional[contextvars.Context] = None,
+    context: contextvars.Context | None = None,
 ) -> TimerHandle:
-    """``loop.call_later`` on the running loop's wheel; see :meth:`TimerWheel.call_later`."""
+    """``loop.call_later`` on the running loop's wheel (see TimerWheel.call_later)."""
     # get_wheel() inlined: this is the hot path of a server's idle timeouts.
     loop = _get_running_loop()
     wheel = _last_wheel
@@ -521,10 +534,13 @@ def call_at(
     when: float,
     callback: Callable[..., object],
     *args: Any,
-    context: Optional[contextvars.Context] = None,
+    context: contextvars.Context | None = None,
 ) -> TimerHandle:
     """``loop.call_at`` on the running loop's wheel; see :meth:`TimerWheel.call_at`."""
     return get_wheel().call_at(when, callback, *args, context=context)
+
+
+_HAS_UNCANCEL = hasattr(asyncio.Task, "uncancel")
 
 
 class _State(enum.Enum):
@@ -552,19 +568,19 @@ class Timeout(TimerTask):
 
     __slots__ = ("_tm_when", "_tm_state", "_tm_task", "_tm_cancelling", "_tm_wheel")
 
-    def __init__(self, when: Optional[float], wheel: TimerWheel) -> None:
+    def __init__(self, when: float | None, wheel: TimerWheel) -> None:
         super().__init__(0)
         self._tm_when = when
         self._tm_state = _State.CREATED
-        self._tm_task: Optional[asyncio.Task[Any]] = None
+        self._tm_task: asyncio.Task[Any] | None = None
         self._tm_cancelling = 0
         self._tm_wheel = wheel
 
-    def when(self) -> Optional[float]:
+    def when(self) -> float | None:
         """The current deadline in loop-time seconds, or None."""
         return self._tm_when
 
-    def reschedule(self, when: Optional[float]) -> None:
+    def reschedule(self, when: float | None) -> None:
         """Move the deadline to ``when`` (loop time), or disable it with None.
 
         :raises RuntimeError: unless the timeout is entered and not expiring
@@ -591,7 +607,7 @@ class Timeout(TimerTask):
         return self._tm_state is _State.EXPIRING or self._tm_state is _State.EXPIRED
 
     def run(self) -> None:
-        """Called by the wheel at the deadline: cancel the task (asyncio's _on_timeout)."""
+        """At the deadline: cancel the task (asyncio's _on_timeout)."""
         assert self._tm_state is _State.ENTERED
         assert self._tm_task is not None
         self._tm_task.cancel()
@@ -612,23 +628,26 @@ class Timeout(TimerTask):
             raise RuntimeError("Timeout should be used inside a task")
         self._tm_state = _State.ENTERED
         self._tm_task = task
-        self._tm_cancelling = task.cancelling()
+        # Task.cancelling()/uncancel() are new in 3.11; before, every
+        # CancelledError after our deadline is taken as ours.
+        self._tm_cancelling = task.cancelling() if _HAS_UNCANCEL else 0
         self.reschedule(self._tm_when)
         return self
 
     async def __aexit__(
         self,
-        exc_type: Optional[type[BaseException]],
-        exc_val: Optional[BaseException],
-        exc_tb: Optional[TracebackType],
-    ) -> Optional[bool]:
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
         assert self._tm_state in (_State.ENTERED, _State.EXPIRING)
         TimerTask.cancel(self)
         if self._tm_state is _State.EXPIRING:
             self._tm_state = _State.EXPIRED
             assert self._tm_task is not None
             if (
-                self._tm_task.uncancel() <= self._tm_cancelling
+                (self._tm_task.uncancel() if _HAS_UNCANCEL else 0)
+                <= self._tm_cancelling
                 and exc_type is not None
                 and issubclass(exc_type, asyncio.CancelledError)
             ):
@@ -639,7 +658,7 @@ class Timeout(TimerTask):
         return None
 
 
-def timeout(delay: Optional[float]) -> Timeout:
+def timeout(delay: float | None) -> Timeout:
     """``asyncio.timeout(delay)`` on the running loop's wheel.
 
     ``delay`` is in seconds, or None for no deadline.  The block's task is
@@ -651,6 +670,6 @@ def timeout(delay: Optional[float]) -> Timeout:
     return get_wheel().timeout(delay)
 
 
-def timeout_at(when: Optional[float]) -> Timeout:
+def timeout_at(when: float | None) -> Timeout:
     """``asyncio.timeout_at(when)`` on the running loop's wheel (loop-time seconds)."""
     return get_wheel().timeout_at(when)

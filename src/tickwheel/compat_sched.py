@@ -55,7 +55,7 @@ import math
 import threading
 import time as _time
 from sched import Event
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from ._impl import MAX_DELAY_MS, TimerCore, TimerTask
 
@@ -116,13 +116,16 @@ class scheduler:
             or not 0 < ticks_per_unit < math.inf
         ):
             raise ValueError(
-                f"ticks_per_unit must be a positive finite number, got {ticks_per_unit!r}"
+                "ticks_per_unit must be a positive finite number, "
+                f"got {ticks_per_unit!r}"
             )
         self.timefunc = timefunc
         self.delayfunc = delayfunc
         # An integral factor stays an int, so Decimal and Fraction times work.
         self._ticks_per_unit: float = (
-            int(ticks_per_unit) if ticks_per_unit == int(ticks_per_unit) else ticks_per_unit
+            int(ticks_per_unit)
+            if ticks_per_unit == int(ticks_per_unit)
+            else ticks_per_unit
         )
         origin = timefunc()
         try:
@@ -208,7 +211,9 @@ class scheduler:
         kwargs: Any = _sentinel,
     ) -> Event:
         """Schedule an event ``delay`` time units from now (see :meth:`enterabs`)."""
-        return self.enterabs(self.timefunc() + delay, priority, action, argument, kwargs)
+        return self.enterabs(
+            self.timefunc() + delay, priority, action, argument, kwargs
+        )
 
     def cancel(self, event: Event) -> None:
         """Remove ``event`` from the queue.
@@ -233,7 +238,7 @@ class scheduler:
         with self._lock:
             return not self._tasks
 
-    def _peek(self) -> Optional[Event]:
+    def _peek(self) -> Event | None:
         """The next event in (time, priority, sequence) order, or None."""
         front = self._front
         tasks = self._tasks
@@ -255,7 +260,7 @@ class scheduler:
             if head > self._current:
                 self._current = head
 
-    def run(self, blocking: bool = True) -> Optional[Any]:
+    def run(self, blocking: bool = True) -> Any | None:
         """Run events as they come due, like ``sched.scheduler.run``.
 
         Waits with ``delayfunc`` and calls ``delayfunc(0)`` after each event.
@@ -306,6 +311,8 @@ class scheduler:
                 if task.event.sequence != seq:
                     raise AssertionError(f"index {seq} holds {task.event!r}")
                 if seq not in front and not task.pending:
-                    raise AssertionError(f"{task.event!r} is neither pending nor in front")
+                    raise AssertionError(
+                        f"{task.event!r} is neither pending nor in front"
+                    )
             if len(self._core) != sum(1 for t in self._tasks.values() if t.pending):
                 raise AssertionError("wheel count differs from pending events")

@@ -42,7 +42,8 @@ import atexit
 import itertools
 import math
 import threading
-from typing import Any, Callable, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable
 
 from ._impl import MAX_DELAY_MS, TimerTask
 from .timer import SystemTimer
@@ -55,7 +56,7 @@ _counter = itertools.count(1)
 # wakes join()ers when a callback returns.
 _lock = threading.Lock()
 _done = threading.Condition(_lock)
-_shared: Optional[SystemTimer] = None
+_shared: SystemTimer | None = None
 # Started Timers that have not finished: shutdown() marks them finished, and
 # at exit the non-daemon ones are awaited.
 _started: set[Timer] = set()
@@ -91,9 +92,7 @@ def shutdown(wait_non_daemon: bool = False) -> None:
     if wait_non_daemon:
         while True:
             with _lock:
-                pending = [
-                    t for t in _started if not t._daemon and t._timer is _shared
-                ]
+                pending = [t for t in _started if not t._daemon and t._timer is _shared]
             if not pending:
                 break
             for t in pending:
@@ -164,8 +163,20 @@ class Timer:
     """
 
     __slots__ = (
-        "interval", "function", "args", "kwargs", "_name", "_ident", "_daemon", "_state",
-        "_finished", "_finished_flag", "_task", "_timer", "_started", "_runner",
+        "interval",
+        "function",
+        "args",
+        "kwargs",
+        "_name",
+        "_ident",
+        "_daemon",
+        "_state",
+        "_finished",
+        "_finished_flag",
+        "_task",
+        "_timer",
+        "_started",
+        "_runner",
         "__weakref__",
     )
 
@@ -173,10 +184,10 @@ class Timer:
         self,
         interval: float,
         function: Callable[..., object],
-        args: Optional[Iterable[Any]] = None,
-        kwargs: Optional[Mapping[str, Any]] = None,
+        args: Iterable[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
         *,
-        timer: Optional[SystemTimer] = None,
+        timer: SystemTimer | None = None,
     ) -> None:
         self._interval_ms(interval)
         if not callable(function):
@@ -187,17 +198,17 @@ class Timer:
         self.function = function
         self.args = args if args is not None else []
         self.kwargs = kwargs if kwargs is not None else {}
-        self._name: Optional[str] = None  # "Timer-<_ident>", built when read
+        self._name: str | None = None  # "Timer-<_ident>", built when read
         self._ident = next(_counter)
         self._daemon = threading.current_thread().daemon
         self._state = _CREATED
         self._started = False
         # The Event is created on first access of `finished` (1.2 kB each).
-        self._finished: Optional[threading.Event] = None
+        self._finished: threading.Event | None = None
         self._finished_flag = False
-        self._task: Optional[TimerTask] = None
+        self._task: TimerTask | None = None
         self._timer = timer
-        self._runner: Optional[threading.Thread] = None
+        self._runner: threading.Thread | None = None
 
     @staticmethod
     def _interval_ms(interval: object) -> float:
@@ -333,9 +344,7 @@ class Timer:
                 _done.notify_all()
             if isinstance(exc, Exception):
                 threading.excepthook(
-                    threading.ExceptHookArgs(
-                        (type(exc), exc, exc.__traceback__, self)
-                    )
+                    threading.ExceptHookArgs((type(exc), exc, exc.__traceback__, self))
                 )
                 return
             raise
@@ -366,7 +375,7 @@ class Timer:
             return True
         return state == _RUNNING
 
-    def join(self, timeout: Optional[float] = None) -> None:
+    def join(self, timeout: float | None = None) -> None:
         """Wait until the Timer has run or been cancelled, at most ``timeout`` s.
 
         :raises RuntimeError: if not started, or called from the Timer's own callback
