@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import gc
 import heapq
+import itertools
 import math
 import os
 import platform
@@ -45,6 +46,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Hashable, Iterable
 from typing import Any, Callable
 
@@ -149,7 +151,8 @@ class HeapPurgatory:
         self.wlock = threading.Lock()
         self.heap: list[tuple[float, int, HeapOperation]] = []
         self.seq = 0
-        self.cond = threading.Condition(threading.Lock())
+        self.cond_lock = threading.Lock()
+        self.cond = threading.Condition(self.cond_lock)
         self.stopping = False
         self.purge_interval = purge_interval
         self.added_since_purge = 0
@@ -162,25 +165,38 @@ class HeapPurgatory:
     def try_complete_else_watch(
         self, op: HeapOperation, keys: Iterable[Hashable]
     ) -> bool:
-        with op.lock:
+        lock = op.lock
+        lock.acquire()
+        try:
             if op.try_complete():
                 return True
-            with self.wlock:
+            wlock = self.wlock
+            wlock.acquire()
+            try:
                 for key in keys:
                     lst = self.watchers.get(key)
                     if lst is None:
                         self.watchers[key] = [op]
                     else:
                         lst.append(op)
+            finally:
+                wlock.release()
             if op.try_complete():
                 return True
-        with self.cond:
+        finally:
+            lock.release()
+        heap = self.heap
+        cond_lock = self.cond_lock
+        cond_lock.acquire()
+        try:
             self.seq += 1
-            heapq.heappush(self.heap, (op.deadline, self.seq, op))
-            if self.heap[0][2] is op:
+            heapq.heappush(heap, (op.deadline, self.seq, op))
+            if heap[0][2] is op:
                 self.cond.notify()
-            if len(self.heap) > self.max_heap:
-                self.max_heap = len(self.heap)
+            if len(heap) > self.max_heap:
+                self.max_heap = len(heap)
+        finally:
+            cond_lock.release()
         # The heap cannot tell completed from pending, so purge on a plain count.
         self.added_since_purge += 1
         if self.added_since_purge > self.purge_interval:
@@ -189,23 +205,39 @@ class HeapPurgatory:
         return False
 
     def check_and_complete(self, key: Hashable) -> int:
+        # The same one-pass scan as tickwheel's (lock calls without ``with``,
+        # live operations collected on the way, the list replaced, not edited),
+        # so the two differ in the timeout structure, not in the watcher lists.
         ops = self.watchers.get(key)
         if ops is None:
             return 0
         n = 0
-        stale = False
+        dropped = 0
+        keep: list[HeapOperation] = []
+        keep_op = keep.append
         for op in ops:
             if op.completed:
-                stale = True
+                dropped += 1
                 continue
-            with op.lock:
+            lock = op.lock
+            lock.acquire()
+            try:
                 if op.try_complete():
                     n += 1
-        if stale or n:
+                    dropped += 1
+                else:
+                    keep_op(op)
+            finally:
+                lock.release()
+        if dropped:
+            seen = len(keep) + dropped
             with self.wlock:
                 cur = self.watchers.get(key)
-                if cur is not None:
+                if cur is ops:
+                    keep.extend(ops[seen:])
+                elif cur is not None:
                     keep = [o for o in cur if not o.completed]
+                if cur is not None:
                     if keep:
                         self.watchers[key] = keep
                     else:
@@ -252,88 +284,234 @@ class HeapPurgatory:
         self.reaper.join()
 
 
+# -- generator-only reference ---------------------------------------------------
+class NullOperation:
+    """An operation for :class:`NullPurgatory`: just the fields the driver sets."""
+
+    __slots__ = ("completable", "keys", "done_event")
+
+    def __init__(
+        self, timeout_ms: int, keys: tuple[str, ...], done: Callable[[bool], None]
+    ):
+        self.completable = False
+        self.keys = keys
+        self.done_event = done
+
+
+class NullPurgatory:
+    """No purgatory at all: the driver's own cost (the ``generator`` row).
+
+    The driver runs exactly as for the real purgatories (pacing, operation
+    objects, the completion queue, the calls), but the calls do nothing.
+    """
+
+    def __init__(self) -> None:
+        self.pending = 0
+
+    def try_complete_else_watch(self, op: NullOperation, keys: Any) -> bool:
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        return 0
+
+    def shutdown(self) -> None:
+        pass
+
+
 # -- driver --------------------------------------------------------------------
-def run_once(kind: str, w: Workload) -> dict[str, float]:
-    all_done = threading.Event()
-    num = w.num
-    outcomes = [0, 0]  # [completed early, expired]
-    count_lock = threading.Lock()
+def sched_ns() -> tuple[int, int]:
+    """(on-CPU ns, runnable-but-waiting ns) summed over this process's threads.
 
-    def done(expired: bool) -> None:
-        # Runs on the driver thread (events) and on the timer's thread (expiry).
-        with count_lock:
-            outcomes[expired] += 1
-            if outcomes[0] + outcomes[1] >= num:
-                all_done.set()
+    The second number is time the kernel kept our threads off a CPU that
+    was busy with other processes: on a shared machine it says how much of
+    a shortfall came from the machine rather than from the purgatory.
+    """
+    run = wait = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    fields = f.read().split()
+            except OSError:
+                continue  # the thread ended
+            run += int(fields[0])
+            wait += int(fields[1])
+    except OSError:
+        pass
+    return run, wait
 
+
+class Counter:
+    """Completions counted from several threads without a lock.
+
+    ``next()`` on an ``itertools.count`` is one C call, atomic under the GIL,
+    so the driver's bookkeeping costs both purgatories the same small amount.
+    """
+
+    def __init__(self) -> None:
+        self._counts = (itertools.count(), itertools.count())
+
+    def __call__(self, expired: bool) -> None:
+        next(self._counts[expired])
+
+    def values(self) -> tuple[int, int]:
+        # count.__reduce__() is (count, (next_value,)): a read without a bump.
+        early = self._counts[0].__reduce__()[1][0]
+        expired = self._counts[1].__reduce__()[1][0]
+        return int(early), int(expired)
+
+
+Sample = dict[str, float]
+
+
+def run_once(
+    kind: str,
+    w: Workload,
+    cycles: int = 1,
+    sample_every_s: float = 0.0,
+    samples: list[Sample] | None = None,
+    trace: bool = False,
+) -> dict[str, float]:
+    """Drive one purgatory through ``w`` (``cycles`` times back to back).
+
+    Arrivals follow the pre-drawn schedule; a request that completes early
+    becomes completable ``latency`` after it was actually submitted (Kafka's
+    ``completesAt = now + latency``), so a driver that falls behind does not
+    get shorter-lived requests.  With ``sample_every_s``, RSS, Python's
+    allocated blocks (and tracemalloc's traced size with ``trace``) are
+    appended to ``samples`` over time.
+    """
+    num = w.num * cycles
+    done = Counter()
     purgatory: Any
+    make: Callable[..., Any]
     if kind == "tickwheel":
         purgatory = DelayedOperationPurgatory("bench", None)
-        make: Callable[..., Any] = FakeOperation
-    else:
+        make = FakeOperation
+    elif kind == "heapq":
         purgatory = HeapPurgatory()
         make = HeapOperation
+    elif kind == "generator":
+        purgatory = NullPurgatory()
+        make = NullOperation
+    else:
+        raise ValueError(kind)
 
     def backlog() -> int:
         # Entries in the timeout structure: the wheel's pending count, or the heap.
-        return int(purgatory.delayed if kind == "tickwheel" else purgatory.pending)
+        if kind == "tickwheel":
+            return int(purgatory.delayed)
+        return int(purgatory.pending)
+
+    def watched() -> int:
+        if kind == "tickwheel":
+            return int(purgatory.watched)
+        if kind == "heapq":
+            return sum(map(len, list(purgatory.watchers.values())))
+        return 0
 
     gc.collect()
+    if trace:
+        tracemalloc.start()
     rss0 = rss_bytes()
     rss_peak = rss0
     max_backlog = 0
+    max_lag = 0.0
     completions: list[tuple[float, int, Any]] = []
     timeout_ms = w.timeout_ms
     submit = purgatory.try_complete_else_watch
     check = purgatory.check_and_complete
     arrivals, latencies, keys = w.arrivals_s, w.latencies_ms, w.keys
+    period = arrivals[-1]
     heappush, heappop = heapq.heappush, heapq.heappop
     monotonic = time.monotonic
+    sleep = time.sleep
+    n = w.num
+    next_sample = 0.0
 
+    sched0 = sched_ns()
+    main0 = time.thread_time()
     cpu0 = time.process_time()
     start = monotonic()
-    for i in range(num):
-        due_at = start + arrivals[i]
-        now = monotonic()
-        # Completion events due by now (Kafka's CompletionQueue).
-        while completions and completions[0][0] <= now:
-            _, _, op = heappop(completions)
-            op.completable = True
-            check(op.keys[0])
-        if due_at - now > 0.001:
-            time.sleep(due_at - now)
-        latency = latencies[i]
-        op = make(timeout_ms, keys[i], done)
-        if latency < timeout_ms:
-            heappush(completions, (due_at + latency / 1000, i, op))
-        submit(op, op.keys)
-        if i & 4095 == 0:
-            rss_peak = max(rss_peak, rss_bytes())
-            max_backlog = max(max_backlog, backlog())
+    for c in range(cycles):
+        base = start + c * period
+        for i in range(n):
+            due_at = base + arrivals[i]
+            now = monotonic()
+            # Completion events due by now (Kafka's CompletionQueue).
+            while completions and completions[0][0] <= now:
+                op = heappop(completions)[2]
+                op.completable = True
+                check(op.keys[0])
+            if due_at - now > 0.001:
+                sleep(due_at - now)
+                now = monotonic()
+            latency = latencies[i]
+            op = make(timeout_ms, keys[i], done)
+            if latency < timeout_ms:
+                heappush(completions, (now + latency / 1000, i, op))
+            submit(op, op.keys)
+            if i & 1023 == 0:
+                lag = now - due_at
+                if lag > max_lag:
+                    max_lag = lag
+                if i & 4095 == 0:
+                    rss_peak = max(rss_peak, rss_bytes())
+                    max_backlog = max(max_backlog, backlog())
+                    if samples is not None and now - start >= next_sample:
+                        next_sample += sample_every_s
+                        early, expired = done.values()
+                        samples.append(
+                            {
+                                "t": now - start,
+                                "submitted": c * n + i,
+                                "rss_mb": rss_bytes() / 2**20,
+                                "blocks": sys.getallocatedblocks(),
+                                "traced_mb": tracemalloc.get_traced_memory()[0] / 2**20
+                                if trace
+                                else 0.0,
+                                "watched": watched(),
+                                "backlog": backlog(),
+                                "open": c * n + i - early - expired,
+                            }
+                        )
     end = monotonic()
     while completions:
         at, _, op = heappop(completions)
         delay = at - monotonic()
         if delay > 0:
-            time.sleep(delay)
+            sleep(delay)
         op.completable = True
         check(op.keys[0])
-    finished = all_done.wait(timeout_ms / 1000 + 10)
+    if kind == "generator":
+        # Nothing completes or expires there: book the workload's outcomes.
+        for k in range(num):
+            done(k >= w.early * cycles)
+    # The timer's threads finish the rest (expiries) within a timeout.
+    wait_until = monotonic() + timeout_ms / 1000 + 10
+    while sum(done.values()) < num and monotonic() < wait_until:
+        sleep(0.001)
+    main_cpu = time.thread_time() - main0
     cpu = time.process_time() - cpu0
+    sched1 = sched_ns()
     rss_peak = max(rss_peak, rss_bytes())
+    if trace:
+        tracemalloc.stop()
     if kind == "heapq":
         max_backlog = max(max_backlog, purgatory.max_heap)
     purgatory.shutdown()
-    if not finished:
-        raise RuntimeError(f"{kind}: only {sum(outcomes)} of {num} requests completed")
-    if sum(outcomes) != num:
-        raise RuntimeError(f"{kind}: {sum(outcomes)} completions for {num} requests")
+    early, expired = done.values()
+    if early + expired != num:
+        raise RuntimeError(f"{kind}: {early + expired} completions for {num} requests")
     return {
-        "target": num / arrivals[-1],
+        "target": num / (period * cycles),
         "achieved": num / (end - start),
+        "lag_ms": max_lag * 1000,
         "cpu_s": cpu,
         "cpu_us": cpu / num * 1e6,
-        "early": outcomes[0] / num,
+        "main_us": main_cpu / num * 1e6,
+        "runq_s": (sched1[1] - sched0[1]) / 1e9,
+        "early": early / num,
         "rss_mb": (rss_peak - rss0) / 2**20,
         "backlog": max_backlog,
     }
@@ -373,8 +551,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also timeouts of 100 and 500 ms (pct50 scaled, 90%% early)",
     )
-    ap.add_argument("--impl", choices=["both", "tickwheel", "heapq"], default="both")
+    ap.add_argument(
+        "--impl",
+        choices=["both", "all", "tickwheel", "heapq", "generator"],
+        default="both",
+        help="both: tickwheel and heapq; all: also the generator-only row",
+    )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--soak",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="memory run: drive each purgatory this long and print RSS, "
+        "allocated blocks and watcher/timer sizes every --sample seconds",
+    )
+    ap.add_argument("--sample", type=float, default=5.0, help="soak sample period (s)")
+    ap.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="soak: also sample tracemalloc's traced size (slows the run)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.seconds = min(args.seconds, 1.0)
@@ -396,36 +593,111 @@ def main(argv: list[str] | None = None) -> int:
         for t in (100, 500):
             p50 = args.pct50 * t / args.timeout_ms
             configs.append((t, p50, pct75_for(p50, t)))
-    kinds = ["tickwheel", "heapq"] if args.impl == "both" else [args.impl]
+    kinds = {
+        "both": ["tickwheel", "heapq"],
+        "all": ["tickwheel", "heapq", "generator"],
+    }.get(args.impl, [args.impl])
 
     print(
         f"# purgatory benchmark: {platform.python_implementation()} "
         f"{platform.python_version()}, tickwheel {tickwheel.__version__} "
         f"({'Cython core' if tickwheel.USE_EXTENSIONS else 'pure Python'}), "
-        f"commit {git_sha()}, {platform.machine()}, {os.cpu_count()} CPUs"
+        f"commit {git_sha()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
+    if args.soak:
+        return soak(args, configs[0], kinds)
     print(
         f"# {args.keys} keys/request from {args.key_space}; "
-        f"medians of {args.repeat} run(s) of "
-        f"{args.seconds:g} s; goal: 50,000 req/s on one core, ~90% early\n"
+        f"medians of {args.repeat} run(s) of {args.seconds:g} s, "
+        "purgatories interleaved; goal: 50,000 req/s on one core, ~90% early\n"
+        "# CPU µs/req: whole process (all threads); main µs/req: the driver "
+        "thread alone; run-queue s: time our threads waited for a CPU taken by "
+        "other processes; max lag: how far submissions fell behind schedule\n"
     )
     print(
         "| purgatory | timeout ms | pct50/pct75 ms | target req/s | achieved req/s "
-        "| CPU s | CPU µs/req | early | peak RSS growth MB | max timer backlog |"
+        "| max lag ms | CPU s | CPU µs/req | main µs/req | run-queue s | early "
+        "| peak RSS growth MB | max timer backlog |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for timeout_ms, p50, p75 in configs:
         num = max(1000, int(args.rate * args.seconds))
         w = Workload(
             num, args.rate, timeout_ms, p50, p75, args.keys, args.key_space, args.seed
         )
+        # Interleaved (A B A B ...), so a burst of load from other processes
+        # on a shared machine hits every purgatory alike.
+        runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
+        for _ in range(args.repeat):
+            for kind in kinds:
+                runs[kind].append(run_once(kind, w))
         for kind in kinds:
-            runs = [run_once(kind, w) for _ in range(args.repeat)]
-            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            med = {
+                k: statistics.median(r[k] for r in runs[kind]) for k in runs[kind][0]
+            }
             print(
                 f"| {kind} | {timeout_ms} | {p50:g}/{p75:.3g} | {med['target']:,.0f} "
-                f"| {med['achieved']:,.0f} | {med['cpu_s']:.2f} | {med['cpu_us']:.1f} "
+                f"| {med['achieved']:,.0f} | {med['lag_ms']:,.0f} | {med['cpu_s']:.2f} "
+                f"| {med['cpu_us']:.1f} | {med['main_us']:.1f} | {med['runq_s']:.2f} "
                 f"| {med['early']:.1%} | {med['rss_mb']:.1f} | {med['backlog']:,.0f} |",
+                flush=True,
+            )
+    return 0
+
+
+def soak(
+    args: argparse.Namespace, config: tuple[int, float, float], kinds: list[str]
+) -> int:
+    """Long runs that show memory staying flat while completed requests are purged."""
+    timeout_ms, p50, p75 = config
+    num = max(1000, int(args.rate * args.seconds))
+    w = Workload(
+        num, args.rate, timeout_ms, p50, p75, args.keys, args.key_space, args.seed
+    )
+    cycles = max(1, round(args.soak / args.seconds))
+    print(
+        f"# soak: {num * cycles:,} requests ({cycles} x {args.seconds:g} s of the "
+        f"workload), timeout {timeout_ms} ms, pct50/pct75 {p50:g}/{p75:.3g} ms; "
+        f"sampled every {args.sample:g} s; blocks = sys.getallocatedblocks()"
+        + ("; traced = tracemalloc" if args.tracemalloc else "")
+        + "\n"
+    )
+    for kind in kinds:
+        if kind == "generator":
+            continue
+        samples: list[Sample] = []
+        r = run_once(kind, w, cycles, args.sample, samples, args.tracemalloc)
+        print(
+            f"## {kind}: achieved {r['achieved']:,.0f} req/s, "
+            f"CPU {r['cpu_us']:.1f} µs/req, early {r['early']:.1%}\n"
+        )
+        print(
+            "| t s | submitted | open requests | watched entries | timer backlog "
+            "| RSS MB | allocated blocks |"
+            + (" traced MB |" if args.tracemalloc else "")
+        )
+        print(
+            "|---:|---:|---:|---:|---:|---:|---:|"
+            + ("---:|" if args.tracemalloc else "")
+        )
+        for x in samples:
+            print(
+                f"| {x['t']:.0f} | {x['submitted']:,.0f} | {x['open']:,.0f} "
+                f"| {x['watched']:,.0f} | {x['backlog']:,.0f} | {x['rss_mb']:.1f} "
+                f"| {x['blocks']:,.0f} |"
+                + (f" {x['traced_mb']:.2f} |" if args.tracemalloc else ""),
+                flush=True,
+            )
+        if len(samples) >= 3:
+            tail = samples[len(samples) // 3 :]
+            rss = [x["rss_mb"] for x in tail]
+            blocks = [x["blocks"] for x in tail]
+            print(
+                f"\nafter warm-up: RSS {min(rss):.1f}..{max(rss):.1f} MB, "
+                f"blocks {min(blocks):,.0f}..{max(blocks):,.0f} while "
+                f"{tail[-1]['submitted'] - tail[0]['submitted']:,.0f} more requests "
+                "were submitted and purged\n",
                 flush=True,
             )
     return 0

@@ -467,6 +467,176 @@ def test_purgatory_event_between_try_and_watch_is_not_lost(kit, mock_purgatory):
     assert op.complete_calls == 1 and p.delayed == 0
 
 
+# -- try-again hand-off (Kafka's maybeTryComplete) ------------------------------
+def _gated_op_class(kit: SimpleNamespace) -> Any:
+    """An op whose ``gate``-th try reads the state, then parks under the lock.
+
+    The parked thread holds the op's lock until the test sets ``release``;
+    its verdict is based on the state read *before* parking, so an event that
+    arrives meanwhile is only seen if someone tries again.  The op never
+    touches its ``lock`` property (that would make its lock "shared").
+    """
+
+    class GatedOp(kit.Base):  # type: ignore[misc, valid-type]
+        def __init__(self, delay_ms: float) -> None:
+            super().__init__(delay_ms)
+            self.completable = False
+            self.gate = 0  # park on this try (1-based); 0: never
+            self.tries = 0
+            self.parked = threading.Event()
+            self.release = threading.Event()
+            self.complete_calls = 0
+            self.expire_calls = 0
+            self.park_in_complete = False
+
+        def try_complete(self) -> bool:
+            self.tries += 1
+            ready = self.completable
+            if self.tries == self.gate:
+                self.parked.set()
+                assert self.release.wait(10)
+            return ready and self.force_complete()
+
+        def on_complete(self) -> None:
+            self.complete_calls += 1
+            if self.park_in_complete:
+                self.parked.set()
+                assert self.release.wait(10)
+
+        def on_expiration(self) -> None:
+            self.expire_calls += 1
+
+    return GatedOp
+
+
+def _in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    t = threading.Thread(
+        target=lambda: out.append(fn()), name="test-holder", daemon=True
+    )
+    t.start()
+    return t, out
+
+
+def test_purgatory_check_hands_off_to_the_checking_lock_holder(kit, mock_purgatory):
+    """An event whose check finds the lock held by another check still completes it.
+
+    Thread A's check holds the lock and has already judged the op not ready;
+    the main thread's check arrives after the event, does not wait for the
+    lock, and leaves A a retry; A completes the op after releasing the lock.
+    """
+    p = mock_purgatory
+    op = _gated_op_class(kit)(1000)
+    assert p.try_complete_else_watch(op, ["k"]) is False  # tries 1, 2
+    op.gate = 3
+    holder, result = _in_thread(lambda: p.check_and_complete("k"))
+    assert op.parked.wait(10)
+    op.completable = True  # the event ...
+    assert p.check_and_complete("k") == 0  # ... its check: lock taken, no wait
+    assert op.complete_calls == 0 and op._op_lock.locked()
+    op.release.set()
+    holder.join(10)
+    assert result == [1]  # A's retry completed it
+    assert op.tries == 4 and op.complete_calls == 1 and op.completed
+    assert p.delayed == 0 and p.watched == 0
+
+
+def test_purgatory_watch_hands_off_to_the_submitting_lock_holder(kit, mock_purgatory):
+    """An event during try_complete_else_watch's second try is honoured by a retry."""
+    p = mock_purgatory
+    op = _gated_op_class(kit)(1000)
+    op.gate = 2  # the try after the watch
+    holder, result = _in_thread(lambda: p.try_complete_else_watch(op, ["k", "j"]))
+    assert op.parked.wait(10)
+    op.completable = True
+    assert p.check_and_complete("j") == 0  # watched already, lock taken: flagged
+    op.release.set()
+    holder.join(10)
+    assert result == [True]  # completed during the call, by its retry
+    assert op.tries == 3 and op.complete_calls == 1
+    assert p.delayed == 0  # never left in the timer
+    # Both entries are stale now; checking their keys drops them.
+    assert p.check_and_complete("k") == 0 and p.check_and_complete("j") == 0
+    assert p.watched == 0
+
+
+def test_purgatory_check_does_not_wait_for_an_expiring_op(kit, mock_purgatory):
+    """A check skips an op the timer is expiring (lock held): expiry wins, once."""
+    p = mock_purgatory
+    op = _gated_op_class(kit)(5)
+    assert p.try_complete_else_watch(op, ["k"]) is False
+    op.park_in_complete = True
+    holder, result = _in_thread(lambda: p.timer.advance_clock(5))
+    assert op.parked.wait(10)
+    op.completable = True
+    assert p.check_and_complete("k") == 0  # does not block on the expiring op
+    op.release.set()
+    holder.join(10)
+    assert result == [True]
+    assert op.expired and op.complete_calls == 1 and op.expire_calls == 1
+    assert op.tries == 2  # the flag left for the expiring thread needs no try
+
+
+def test_purgatory_handed_out_lock_is_waited_for(kit, mock_purgatory):
+    """After ``op.lock`` was handed out, a check waits for it instead of handing off."""
+    p = mock_purgatory
+    op = kit.Op(1000)
+    p.try_complete_else_watch(op, ["k"])
+    lock = op.lock  # from now on other code may hold it
+    lock.acquire()
+    op.completable = True
+    checker, result = _in_thread(lambda: p.check_and_complete("k"))
+    checker.join(0.05)
+    assert checker.is_alive() and not op.completed  # waiting, not skipped
+    lock.release()
+    checker.join(10)
+    assert result == [1] and op.complete_calls == 1
+
+
+def test_purgatory_append_during_scan_is_kept(kit, mock_purgatory):
+    """One-pass compaction keeps operations watched while the key is being scanned."""
+    p = mock_purgatory
+    late = kit.Op(1000)
+
+    class Submitter(kit.Op):
+        def try_complete(self) -> bool:
+            if self.completable and not late._op_submitted:
+                # Watch another op under the key being scanned, mid-scan.
+                assert p.try_complete_else_watch(late, ["k"]) is False
+            return super().try_complete()
+
+    first = Submitter(1000)
+    p.try_complete_else_watch(first, ["k"])
+    first.completable = True
+    assert p.check_and_complete("k") == 1
+    p._check()
+    assert p.watched == 1 and p.delayed == 1
+    late.completable = True
+    assert p.check_and_complete("k") == 1 and p.watched == 0
+
+
+def test_purgatory_many_threads_hand_off_without_losing_events(kit, no_thread_leak):
+    """Threads checking the same keys concurrently (hand-offs happen) lose no event."""
+    p = DelayedOperationPurgatory("handoff", kit.MockTimer())
+    ops = [kit.Op(100_000) for _ in range(300)]
+    for i, op in enumerate(ops):
+        p.try_complete_else_watch(op, [f"k{i % 3}", "shared"])
+    for op in ops:
+        op.completable = True
+    barrier = threading.Barrier(8)
+
+    def worker(n: int) -> int:
+        barrier.wait()
+        return sum(p.check_and_complete(k) for k in ("shared", "k0", "k1", "k2") * 2)
+
+    with ThreadPoolExecutor(8) as pool:
+        total = sum(pool.map(worker, range(8)))
+    assert total == len(ops)
+    assert all(op.complete_calls == 1 for op in ops)
+    assert p.watched == 0 and p.delayed == 0
+    p.shutdown()
+
+
 # -- lifecycle -----------------------------------------------------------------
 def test_purgatory_owns_a_system_timer(no_thread_leak):
     with DelayedOperationPurgatory("Produce") as p:

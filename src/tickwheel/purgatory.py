@@ -117,6 +117,15 @@ class _DelayedOperationMixin(_Base):
     ``_op_holder`` is the id of the thread that holds the lock on the
     operation's behalf, so that ``force_complete`` called from inside
     ``try_complete`` does not try to take a plain ``Lock`` a second time.
+
+    ``_op_retry`` is Kafka's ``tryCompletePending``: a thread that wants to
+    try the operation but finds its lock taken sets it, and the thread that
+    holds the lock tries again after releasing it (see
+    :meth:`DelayedOperationPurgatory.check_and_complete`).  That hand-off is
+    only sound when every holder of the lock is a purgatory path that looks
+    at the flag, i.e. for the operation's own private lock; ``_op_trylock``
+    is False for a lock passed in (shared) or handed out by :attr:`lock`,
+    and then threads wait for the lock instead.
     """
 
     if TYPE_CHECKING:
@@ -127,6 +136,8 @@ class _DelayedOperationMixin(_Base):
             "_op_withdrawn",
             "_op_expired",
             "_op_submitted",
+            "_op_retry",
+            "_op_trylock",
         )
     else:
         __slots__ = ()  # the concrete classes own the slots (one layout per core)
@@ -137,26 +148,28 @@ class _DelayedOperationMixin(_Base):
     _op_withdrawn: bool
     _op_expired: bool
     _op_submitted: bool
+    _op_retry: bool
+    _op_trylock: bool
 
     def __init__(self, delay_ms: int | float, lock: Any = None) -> None:
+        # The concrete classes below inline this (one call less per operation).
         super().__init__(delay_ms)
+        self._op_setup(lock)
+
+    def _op_setup(self, lock: Any) -> None:
         if lock is None:
-            lock = threading.Lock()
-        elif not (
-            callable(getattr(lock, "acquire", None))
-            and callable(getattr(lock, "release", None))
-            and hasattr(lock, "__enter__")
-            and hasattr(lock, "__exit__")
-        ):
-            raise TypeError(
-                f"lock must be a threading.Lock/RLock-like object, got {lock!r}"
-            )
-        self._op_lock = lock
+            self._op_lock = _new_lock()
+            self._op_trylock = True
+        else:
+            _check_lock(lock)
+            self._op_lock = lock
+            self._op_trylock = False
         self._op_holder = 0
         self._op_done = False
         self._op_withdrawn = False
         self._op_expired = False
         self._op_submitted = False
+        self._op_retry = False
 
     # -- subclass hooks -----------------------------------------------------
     def try_complete(self) -> bool:
@@ -194,12 +207,14 @@ class _DelayedOperationMixin(_Base):
             self.cancel()
             self.on_complete()
             return True
-        with self._op_lock:
-            self._op_holder = get_ident()
-            try:
-                return self._complete_locked()
-            finally:
-                self._op_holder = 0
+        lock = self._op_lock
+        lock.acquire()
+        self._op_holder = get_ident()
+        try:
+            return self._complete_locked()
+        finally:
+            self._op_holder = 0
+            lock.release()
 
     def _complete_locked(self) -> bool:
         # Caller holds the lock: the check-and-set below is atomic.
@@ -212,17 +227,19 @@ class _DelayedOperationMixin(_Base):
 
     def run(self) -> None:
         """Timer callback: complete the operation as expired (Kafka's ``run``)."""
-        with self._op_lock:
-            self._op_holder = get_ident()
-            try:
-                if self._op_done:
-                    return
-                self._op_done = True
-                self._op_expired = True
-                self.on_complete()
-                self.on_expiration()
-            finally:
-                self._op_holder = 0
+        lock = self._op_lock
+        lock.acquire()
+        self._op_holder = get_ident()
+        try:
+            if self._op_done:
+                return
+            self._op_done = True
+            self._op_expired = True
+            self.on_complete()
+            self.on_expiration()
+        finally:
+            self._op_holder = 0
+            lock.release()
 
     def _withdraw(self) -> bool:
         """Withdraw (never to complete), cancel the timeout; True iff it was open."""
@@ -261,7 +278,12 @@ class _DelayedOperationMixin(_Base):
 
     @property
     def lock(self) -> Any:
-        """The lock held around try_complete, on_complete and on_expiration."""
+        """The lock held around try_complete, on_complete and on_expiration.
+
+        Once handed out, other code may hold it, so from then on purgatory
+        threads wait for it rather than leave a retry to its holder.
+        """
+        self._op_trylock = False
         return self._op_lock
 
     def __repr__(self) -> str:
@@ -283,7 +305,23 @@ _OP_SLOTS = (
     "_op_withdrawn",
     "_op_expired",
     "_op_submitted",
+    "_op_retry",
+    "_op_trylock",
 )
+
+_new_lock = threading.Lock
+
+
+def _check_lock(lock: Any) -> None:
+    if not (
+        callable(getattr(lock, "acquire", None))
+        and callable(getattr(lock, "release", None))
+        and hasattr(lock, "__enter__")
+        and hasattr(lock, "__exit__")
+    ):
+        raise TypeError(
+            f"lock must be a threading.Lock/RLock-like object, got {lock!r}"
+        )
 
 
 class DelayedOperation(_DelayedOperationMixin, TimerTask):
@@ -317,6 +355,27 @@ class DelayedOperation(_DelayedOperationMixin, TimerTask):
 
     __slots__ = _OP_SLOTS
 
+    def __init__(self, delay_ms: int | float, lock: Any = None) -> None:
+        # _DelayedOperationMixin.__init__, inlined: creating operations is
+        # on the purgatory's hot path (one per request).
+        _task_init(self, delay_ms)
+        if lock is None:
+            self._op_lock = _new_lock()
+            self._op_trylock = True
+        else:
+            _check_lock(lock)
+            self._op_lock = lock
+            self._op_trylock = False
+        self._op_holder = 0
+        self._op_done = False
+        self._op_withdrawn = False
+        self._op_expired = False
+        self._op_submitted = False
+        self._op_retry = False
+
+
+_task_init = TimerTask.__init__
+
 
 class PyDelayedOperation(_DelayedOperationMixin, _wheel_py.TimerTask):
     """DelayedOperation on the pure-Python core (for PyMockTimer/PySystemTimer)."""
@@ -339,6 +398,30 @@ def _hash_key(key: object, what: str) -> int:
         return hash(key)
     except TypeError:
         raise TypeError(f"{what} must be hashable, got {key!r}") from None
+
+
+def _hand_off(op: _DelayedOperationMixin) -> bool:
+    """``op``'s private lock is taken: leave its holder a retry, or take the lock.
+
+    Sets ``_op_retry`` (Kafka's ``tryCompletePending``), then tries the lock
+    once more: if its holder released it meanwhile, possibly before seeing
+    the flag, this thread holds it now and tries itself (True).  Otherwise the
+    holder, or whoever takes the lock next, clears the flag only under the
+    lock before trying (so it sees this thread's event) and re-checks it
+    after releasing.  If the lock was handed out by :attr:`lock` meanwhile,
+    its holder may not look at the flag, so this thread waits for it.
+
+    :return: True iff the caller now holds the lock and must try ``op``
+    """
+    op._op_retry = True
+    lock = op._op_lock
+    if not lock.acquire(False):
+        if op._op_trylock:
+            return False
+        lock.acquire()
+    # This thread tries now, after every event that set the flag so far.
+    op._op_retry = False
+    return True
 
 
 class DelayedOperationPurgatory:
@@ -426,6 +509,8 @@ class DelayedOperationPurgatory:
         self._estimated = 0
         self._purge_lock = threading.Lock()
         self._shut = False
+        # Operation types already checked by try_complete_else_watch.
+        self._op_types: set[type] = set()
 
     # -- properties -----------------------------------------------------------
     @property
@@ -485,7 +570,10 @@ class DelayedOperationPurgatory:
         Under the operation's lock: try; if not complete, add it to the watcher
         list of every key, then try once more (so an event between the first
         try and the watch is not missed); if still not complete, add it to the
-        timer, and cancel that timer entry if it completed meanwhile.
+        timer, and cancel that timer entry if it completed meanwhile.  An event
+        whose check found the lock taken while this call held it is honoured
+        by trying again after the lock is released (see
+        :meth:`check_and_complete`).
 
         Runtime complexity: O(len(keys) + timer levels).
 
@@ -501,67 +589,66 @@ class DelayedOperationPurgatory:
         """
         if self._shut:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        if not isinstance(operation, _DelayedOperationMixin) or not isinstance(
-            operation, self._task_type
-        ):
-            raise TypeError(
-                "operation must be a DelayedOperation on the same core as the "
-                f"purgatory's timer, got {operation!r}"
-            )
+        if type(operation) not in self._op_types:
+            self._check_op_type(operation)
         if operation._op_submitted or operation._op_done:
             raise ValueError(
                 f"operation {operation!r} was already submitted or completed"
             )
         if type(keys) is not tuple and type(keys) is not list:
-            if isinstance(keys, (str, bytes)):
-                raise TypeError(
-                    f"keys must be an iterable of keys, not a {type(keys).__name__} "
-                    f"(wrap a single key in a list), got {keys!r}"
-                )
-            try:
-                keys = tuple(keys)
-            except TypeError:
-                raise TypeError(
-                    f"keys must be an iterable of hashable keys, got {keys!r}"
-                ) from None
-        if not keys:
-            raise ValueError(f"keys must not be empty, got {keys!r}")
+            keys = self._keys_tuple(keys)
+        n = len(keys)
+        # Validate every key before registering anything; equal keys count once.
         try:
-            hashes = list(map(hash, keys))
+            if n == 1:
+                hash(keys[0])
+            elif n == 0:
+                raise ValueError(f"keys must not be empty, got {keys!r}")
+            elif len(set(keys)) != n:
+                keys = tuple(dict.fromkeys(keys))
         except TypeError:
             for key in keys:
                 _hash_key(key, f"key {key!r} in keys")
             raise
-        if len(hashes) > 1 and len(set(hashes)) != len(hashes):
-            # Equal hashes: maybe duplicate keys (watch each key once).
-            keys = tuple(dict.fromkeys(keys))
-            hashes = list(map(hash, keys))
+        operation._op_submitted = True
         shards = self._shards
         mask = self._mask
-        operation._op_submitted = True
-
+        ident = get_ident()
+        lock = operation._op_lock
         completed = False
         error: BaseException | None = None
-        with operation._op_lock:
-            operation._op_holder = get_ident()
-            try:
-                if operation.try_complete():
-                    return True
-                for key, h in zip(keys, hashes):
-                    shard = shards[h & mask]
-                    with shard.lock:
-                        ops = shard.watchers.get(key)
-                        if ops is None:
-                            shard.watchers[key] = [operation]
-                        else:
-                            ops.append(operation)
-                self._estimated += 1
+        lock.acquire()
+        operation._op_holder = ident
+        try:
+            if operation.try_complete():
+                return True
+            for key in keys:
+                shard = shards[hash(key) & mask]
+                shard_lock = shard.lock
+                shard_lock.acquire()
                 try:
-                    completed = operation.try_complete()
-                except BaseException as exc:  # still time it out, then re-raise
+                    ops = shard.watchers.get(key)
+                    if ops is None:
+                        shard.watchers[key] = [operation]
+                    else:
+                        ops.append(operation)
+                finally:
+                    shard_lock.release()
+            self._estimated += 1
+            try:
+                completed = operation.try_complete()
+            except BaseException as exc:  # still time it out, then re-raise
+                error = exc
+        finally:
+            operation._op_holder = 0
+            lock.release()
+        if operation._op_retry and not operation._op_done:
+            # A check found the lock taken while we held it: try for it.
+            try:
+                completed = self._retry(operation, ident) or completed
+            except BaseException as exc:
+                if error is None:
                     error = exc
-            finally:
-                operation._op_holder = 0
         if not operation._op_done:
             self._timer.add(operation)
             if operation._op_done:
@@ -573,6 +660,30 @@ class DelayedOperationPurgatory:
             raise error
         return completed
 
+    def _check_op_type(self, operation: object) -> None:
+        if not isinstance(operation, _DelayedOperationMixin) or not isinstance(
+            operation, self._task_type
+        ):
+            raise TypeError(
+                "operation must be a DelayedOperation on the same core as the "
+                f"purgatory's timer, got {operation!r}"
+            )
+        self._op_types.add(type(operation))
+
+    @staticmethod
+    def _keys_tuple(keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
+        if isinstance(keys, (str, bytes)):
+            raise TypeError(
+                f"keys must be an iterable of keys, not a {type(keys).__name__} "
+                f"(wrap a single key in a list), got {keys!r}"
+            )
+        try:
+            return tuple(keys)
+        except TypeError:
+            raise TypeError(
+                f"keys must be an iterable of hashable keys, got {keys!r}"
+            ) from None
+
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watching ``key``; drop completed entries.
 
@@ -582,49 +693,116 @@ class DelayedOperationPurgatory:
         try_complete/on_complete raises, the other operations are still tried
         and the first exception is re-raised at the end.
 
-        Runtime complexity: O(operations watching ``key``).
+        An operation whose own (private) lock is held by another thread right
+        now (the timer expiring it, another check, try_complete_else_watch) is
+        not waited for: this call flags it, and the holder tries it again
+        after releasing the lock (Kafka's ``maybeTryComplete``), so the event
+        is still seen.  Operations on a shared lock are waited for.
+
+        Runtime complexity: O(operations watching ``key``), one pass.
 
         :return: how many operations this call completed
         :raises TypeError: if ``key`` is unhashable
         """
-        shard = self._shards[_hash_key(key, "key") & self._mask]
+        try:
+            shard = self._shards[hash(key) & self._mask]
+        except TypeError:
+            raise TypeError(f"key must be hashable, got {key!r}") from None
         # A dict read is atomic; writers (watch, compaction) take shard.lock.
         ops = shard.watchers.get(key)
         if ops is None:
             return 0
         ident = get_ident()
         completed = 0
-        stale = False
+        dropped = 0
+        keep: list[_DelayedOperationMixin] = []
+        keep_op = keep.append
         error: BaseException | None = None
         # Iterating while another thread appends is safe: an operation
         # appended after this read is re-tried by its own watcher (the
-        # second try in try_complete_else_watch).
+        # second try in try_complete_else_watch).  The live operations are
+        # collected on the way, so compaction needs no second pass.
         for op in ops:
             if op._op_done:
-                stale = True
+                dropped += 1
                 continue
-            with op._op_lock:
-                op._op_holder = ident
+            lock = op._op_lock
+            if not op._op_trylock:
+                lock.acquire()  # a shared lock: wait for it
+            elif not lock.locked():
+                # Free a moment ago (if another thread took it meanwhile,
+                # this waits for it, which is merely slower).  acquire()
+                # with no argument is the cheapest call the lock offers.
+                lock.acquire()
+            elif not _hand_off(op):
+                keep_op(op)  # its holder tries again for us
+                continue
+            op._op_holder = ident
+            try:
+                ok = op.try_complete()
+            except BaseException as exc:
+                ok = False
+                if error is None:
+                    error = exc
+                else:
+                    self._log_error(op, exc)
+            finally:
+                op._op_holder = 0
+                lock.release()
+            if op._op_retry:
+                # Flagged by another thread while we held the lock (or
+                # before): try again.  The flag is cleared under the lock
+                # only by the thread about to try, so it is never lost.
                 try:
-                    if op.try_complete():
-                        completed += 1
+                    ok = self._retry(op, ident) or ok
                 except BaseException as exc:
                     if error is None:
                         error = exc
                     else:
-                        logger.error(
-                            "purgatory %r: try_complete of %r raised",
-                            self._name,
-                            op,
-                            exc_info=exc,
-                        )
-                finally:
-                    op._op_holder = 0
-        if stale or completed:
-            self._compact(shard, key)
+                        self._log_error(op, exc)
+                if not ok and op._op_done:
+                    dropped += 1  # completed by another thread meanwhile
+                    continue
+            if ok:
+                completed += 1
+                dropped += 1
+            else:
+                keep_op(op)
+        if dropped:
+            self._replace(shard, key, ops, keep, len(keep) + dropped)
         if error is not None:
             raise error
         return completed
+
+    @staticmethod
+    def _retry(op: _DelayedOperationMixin, ident: int) -> bool:
+        """Try ``op`` again while other threads keep flagging it (Kafka's retry loop).
+
+        Called by a thread that has just released ``op``'s lock and found
+        ``_op_retry`` set.  If the lock is taken again, its new holder clears
+        the flag before trying (so it sees the event) or finds it set after.
+
+        :return: True iff this call completed ``op``
+        """
+        lock = op._op_lock
+        completed = False
+        while op._op_retry and not op._op_done:
+            if not lock.acquire(False):
+                return completed
+            op._op_retry = False
+            op._op_holder = ident
+            try:
+                if op.try_complete():
+                    completed = True
+            finally:
+                op._op_holder = 0
+                lock.release()
+        return completed
+
+    def _log_error(self, op: _DelayedOperationMixin, exc: BaseException) -> None:
+        logger.error(
+            "purgatory %r: try_complete of %r raised", self._name, op, exc_info=exc
+        )
 
     def cancel_for_key(self, key: Hashable) -> list[_DelayedOperationMixin]:
         """Stop watching ``key``: withdraw its open operations without completing them.
@@ -695,19 +873,34 @@ class DelayedOperationPurgatory:
             finally:
                 self._purge_lock.release()
 
-    def _compact(self, shard: _Shard, key: Hashable) -> None:
-        # Filter the *current* list (another thread may have replaced it) and
-        # replace it rather than edit it, so concurrent scans of the old list
-        # never skip an entry.
+    @staticmethod
+    def _replace(
+        shard: _Shard,
+        key: Hashable,
+        scanned: list[_DelayedOperationMixin],
+        keep: list[_DelayedOperationMixin],
+        seen: int,
+    ) -> None:
+        # Install the live operations a scan collected from ``scanned`` (its
+        # first ``seen`` entries) plus whatever was appended after the scan.
+        # Lists are replaced, never edited, so a concurrent scan of the old
+        # list never skips an entry.
         with shard.lock:
-            ops = shard.watchers.get(key)
+            watchers = shard.watchers
+            ops = watchers.get(key)
             if ops is None:
                 return
-            keep = [op for op in ops if not op._op_done]
-            if not keep:
-                del shard.watchers[key]
-            elif len(keep) != len(ops):
-                shard.watchers[key] = keep
+            if ops is scanned:
+                if len(ops) > seen:
+                    keep.extend(ops[seen:])
+            else:  # replaced meanwhile (another scan or a purge): filter it
+                keep = [op for op in ops if not op._op_done]
+                if len(keep) == len(ops):
+                    return
+            if keep:
+                watchers[key] = keep
+            else:
+                del watchers[key]
 
     # -- lifecycle ---------------------------------------------------------------
     def shutdown(self) -> None:
