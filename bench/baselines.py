@@ -103,7 +103,58 @@ def factories() -> dict[str, Callable[[], Any]]:
         "tickwheel-py": lambda: WheelTimer(tw.PySystemTimer, _wheel_py.TimerTask),
         "heapq": HeapTimer,
         "asyncio": lambda: LoopTimer(asyncio.new_event_loop()),
+        "sched": SchedTimer,
     }
     if uvloop is not None:
         out["uvloop"] = lambda: LoopTimer(uvloop.new_event_loop())
     return out
+
+
+# -- manual-clock drains (W3-manual): pure CPU cost per expiry ------------------
+
+
+def drain_tickwheel(timer_cls: Any, delays: list[int], fn: Callable[[], Any]) -> Callable[[], int]:
+    """Schedule on a MockTimer; the returned callable advances through the window."""
+    timer = timer_cls()
+    schedule = timer.schedule
+    for d in delays:
+        schedule(d, fn)
+    window = max(delays)
+    return lambda: timer.advance_clock(window)
+
+
+def drain_heapq(delays: list[int], fn: Callable[[], Any]) -> Callable[[], int]:
+    """heapq on a manual clock: pop and call whatever is due at each step."""
+    heap = [[d, i, fn] for i, d in enumerate(delays)]
+    heapq.heapify(heap)
+    window = max(delays)
+
+    def drain() -> int:
+        pop = heapq.heappop
+        now = 0
+        ran = 0
+        while heap:
+            if heap[0][0] > now:
+                now = heap[0][0]
+                if now > window:
+                    break
+            entry = pop(heap)
+            if entry[2] is not None:
+                entry[2]()
+                ran += 1
+        return ran
+
+    return drain
+
+
+def drain_sched(delays: list[int], fn: Callable[[], Any]) -> Callable[[], int]:
+    """sched.scheduler on a fake clock whose delayfunc moves time."""
+    clock = [0.0]
+
+    def delayfunc(seconds: float) -> None:
+        clock[0] += seconds
+
+    s = sched.scheduler(lambda: clock[0], delayfunc)
+    for d in delays:
+        s.enter(d / 1000, 0, fn)
+    return lambda: s.run()

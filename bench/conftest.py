@@ -13,6 +13,11 @@ import pytest
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--bench-n", type=int, default=200_000, help="timers per round")
+    parser.addoption(
+        "--bench-sizes",
+        default="1000,10000,100000,1000000",
+        help="comma-separated N for the W5 scaling curves (add 10000000 for 10^7)",
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,302 @@
+"""Measurements that are not durations of a loop: W3 lateness, W4 memory, W6 GC.
+
+Each measurement runs in a fresh subprocess per implementation, so one
+implementation's garbage cannot inflate another's memory numbers::
+
+    python bench/measure.py lateness tickwheel --n 200000
+    python bench/measure.py memory heapq --n 1000000
+    python bench/measure.py gc asyncio --n 1000000
+
+prints one JSON object.  ``bench/run.py`` calls these and renders the tables.
+
+W3 (lateness): N timers with deadlines spread over a 500 ms window that
+starts 200 ms after the first schedule (so scheduling never overlaps firing).
+Each callback records ``time.monotonic_ns()``; lateness is that minus the
+requested deadline, taken as ``monotonic_ns()`` read *before* the schedule
+call plus the delay, a lower bound of the timer's own deadline.  So a
+negative value is a real early fire, and a positive one may overstate the
+lateness by the cost of one schedule call.
+
+W4 (memory): bytes per pending timer at N (tracemalloc and RSS), with one
+shared no-op callback and the handles kept in a list allocated before the
+baseline (so neither is counted), then the bytes still held after cancelling
+every timer and dropping the handles.
+
+W6 (GC): the median time of ``gc.collect()`` with N pending timers, divided
+by the same with none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import heapq
+import itertools
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+import threading
+import time
+import tracemalloc
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from baselines import SchedTimer, factories, uvloop  # noqa: E402
+
+WINDOW_MS = 500
+LEAD_MS = 200
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    values = sorted(values)
+    n = len(values)
+
+    def q(p: float) -> float:
+        return values[min(n - 1, max(0, round(p * (n - 1))))]
+
+    return {
+        "min": values[0], "p50": q(0.50), "p99": q(0.99), "max": values[-1],
+        "mean": statistics.fmean(values),
+    }
+
+
+# -- W3: real-time lateness -----------------------------------------------------
+
+
+def _delays(n: int) -> list[float]:
+    rnd = random.Random(7)
+    return [LEAD_MS + rnd.random() * WINDOW_MS for _ in range(n)]
+
+
+class _Recorder:
+    """Collects ``fire - deadline`` per task (each callback gets its deadline)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.late_ns: list[int] = []
+        self.first = self.last = 0
+        self.done = threading.Event()
+        mono = time.monotonic_ns
+        record = self.late_ns.append
+
+        def cb(deadline_ns: int) -> None:
+            now = mono()
+            record(now - deadline_ns)
+            if not self.first:
+                self.first = now
+            self.last = now
+            if len(self.late_ns) == n:
+                self.done.set()
+
+        self.cb = cb
+
+    def result(self, schedule_s: float) -> dict[str, Any]:
+        late = [x / 1e6 for x in self.late_ns]
+        return {
+            "n": self.n,
+            "fired": len(late),
+            "early": sum(1 for x in late if x < 0),
+            "lateness_ms": _percentiles(late),
+            "drain_s": (self.last - self.first) / 1e9,
+            "schedule_ns_per_op": schedule_s / self.n * 1e9,
+        }
+
+
+def lateness_tickwheel(n: int, pure: bool = False, executor: Any = None) -> dict[str, Any]:
+    from tickwheel import timer as tw
+
+    cls = tw.PySystemTimer if pure else tw.SystemTimer
+    rec = _Recorder(n)
+    cb, mono = rec.cb, time.monotonic_ns
+    with cls(name="bench", executor=executor) as timer:
+        schedule = timer.schedule
+        start = time.perf_counter()
+        for d in _delays(n):
+            schedule(d, cb, mono() + int(d * 1e6))
+        schedule_s = time.perf_counter() - start
+        if not rec.done.wait(60):
+            raise RuntimeError(f"only {len(rec.late_ns)} of {n} fired")
+    return rec.result(schedule_s)
+
+
+def lateness_loop(n: int, use_uvloop: bool) -> dict[str, Any]:
+    loop = uvloop.new_event_loop() if use_uvloop else asyncio.new_event_loop()
+    rec = _Recorder(n)
+    cb, mono = rec.cb, time.monotonic_ns
+
+    async def main() -> float:
+        call_later = loop.call_later
+        start = time.perf_counter()
+        for d in _delays(n):
+            call_later(d / 1000, cb, mono() + int(d * 1e6))
+        schedule_s = time.perf_counter() - start
+        while not rec.done.is_set():
+            await asyncio.sleep(0.05)
+        return schedule_s
+
+    try:
+        schedule_s = loop.run_until_complete(asyncio.wait_for(main(), 60))
+    finally:
+        loop.close()
+    return rec.result(schedule_s)
+
+
+def lateness_heapq(n: int) -> dict[str, Any]:
+    """A heapq timer driven by the simplest loop: sleep until the head is due."""
+    rec = _Recorder(n)
+    cb, mono = rec.cb, time.monotonic_ns
+    heap: list[list[Any]] = []
+    seq = itertools.count()
+    start = time.perf_counter()
+    for d in _delays(n):
+        deadline = mono() + int(d * 1e6)
+        heapq.heappush(heap, [time.monotonic() + d / 1000, next(seq), cb, deadline])
+    schedule_s = time.perf_counter() - start
+    while heap:
+        wait = heap[0][0] - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+            continue
+        entry = heapq.heappop(heap)
+        entry[2](entry[3])
+    return rec.result(schedule_s)
+
+
+def lateness_sched(n: int) -> dict[str, Any]:
+    import sched
+
+    rec = _Recorder(n)
+    cb, mono = rec.cb, time.monotonic_ns
+    s = sched.scheduler(time.monotonic)
+    start = time.perf_counter()
+    for d in _delays(n):
+        s.enter(d / 1000, 0, cb, (mono() + int(d * 1e6),))
+    schedule_s = time.perf_counter() - start
+    s.run()
+    return rec.result(schedule_s)
+
+
+LATENESS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "tickwheel": lateness_tickwheel,
+    "tickwheel-inline": lambda n: lateness_tickwheel(n, executor="inline"),
+    "tickwheel-py": lambda n: lateness_tickwheel(n, pure=True),
+    "heapq": lateness_heapq,
+    "sched": lateness_sched,
+    "asyncio": lambda n: lateness_loop(n, False),
+}
+if uvloop is not None:
+    LATENESS["uvloop"] = lambda n: lateness_loop(n, True)
+
+
+# -- W4: memory ----------------------------------------------------------------
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _cb() -> None:
+    pass
+
+
+def memory(impl: str, n: int) -> dict[str, Any]:
+    timer = _make(impl)
+    rnd = random.Random(3)
+    delays = [rnd.randint(1, 30_000) for _ in range(n)]
+    handles: list[Any] = [None] * n
+    schedule = timer.schedule
+    gc.collect()
+    tracemalloc.start()
+    base_traced = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    gc.collect()
+    base_rss = _rss_bytes()
+    for i, d in enumerate(delays):
+        handles[i] = schedule(d, _cb)
+    gc.collect()
+    rss = _rss_bytes() - base_rss
+    # tracemalloc slows allocation down a lot, so the traced figure comes
+    # from a second, smaller pass on a fresh timer of the same kind.
+    traced_n = min(n, 200_000)
+    tracer = _make(impl)
+    tracer_handles: list[Any] = [None] * traced_n
+    tracemalloc.start()
+    t0 = tracemalloc.get_traced_memory()[0]
+    for i in range(traced_n):
+        tracer_handles[i] = tracer.schedule(delays[i], _cb)
+    traced = tracemalloc.get_traced_memory()[0] - t0
+    cancel = tracer.cancel
+    for h in tracer_handles:
+        cancel(h)
+    tracer_handles = None  # type: ignore[assignment]
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - t0
+    tracemalloc.stop()
+    del base_traced
+    return {
+        "n": n,
+        "rss_bytes_per_timer": rss / n,
+        "traced_n": traced_n,
+        "traced_bytes_per_timer": traced / traced_n,
+        "held_after_cancel_bytes_per_timer": held / traced_n,
+    }
+
+
+def _make(impl: str) -> Any:
+    if impl == "sched":
+        return SchedTimer()
+    return factories()[impl]()
+
+
+# -- W6: garbage collector --------------------------------------------------------
+
+
+def gc_pause(impl: str, n: int) -> dict[str, Any]:
+    def median_collect(reps: int = 7) -> float:
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            gc.collect()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    empty = median_collect()
+    timer = _make(impl)
+    rnd = random.Random(5)
+    handles = [timer.schedule(rnd.randint(1, 30_000), _cb) for _ in range(n)]
+    loaded = median_collect()
+    del handles
+    return {
+        "n": n,
+        "collect_empty_ms": empty * 1e3,
+        "collect_loaded_ms": loaded * 1e3,
+        "ratio": loaded / empty,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["lateness", "memory", "gc"])
+    parser.add_argument("impl")
+    parser.add_argument("--n", type=int, required=True)
+    args = parser.parse_args(argv)
+    if args.what == "lateness":
+        result = LATENESS[args.impl](args.n)
+    elif args.what == "memory":
+        result = memory(args.impl, args.n)
+    else:
+        result = gc_pause(args.impl, args.n)
+    result.update(what=args.what, impl=args.impl,
+                  peak_rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

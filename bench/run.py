@@ -1,0 +1,287 @@
+"""Run the whole benchmark suite and render its report.
+
+    python bench/run.py            # full: N = 200,000; W4/W6 at 10^6; W5 to 10^6
+    python bench/run.py --quick    # CI smoke: small sizes, under two minutes
+    python bench/run.py --sizes 1000,10000,100000,1000000,10000000   # W5 to 10^7
+
+It runs the pytest-benchmark suite (W1, W2, W3-manual, W5), then
+``bench/measure.py`` in one fresh subprocess per implementation (W3
+real-time lateness, W4 memory, W6 GC), and writes, under ``bench/results/``:
+
+* ``<name>.json``: everything measured, with machine, Python and commit;
+* ``<name>.md``: the Markdown tables (the README quotes them);
+* ``scaling.png`` / ``scaling.svg``: log-log per-operation cost against N;
+* ``lateness.png``: the lateness distribution of W3 (real time).
+
+``<name>`` is ``<machine>-py<version>-<commit>`` unless ``--name`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+
+LATENESS_IMPLS = ["tickwheel", "tickwheel-inline", "heapq", "sched", "asyncio", "uvloop", "tickwheel-py"]
+# sched is left out of W4/W6: its cancel is O(n) (cancelling 10^6 events is
+# quadratic), and its events sit in a plain heapq list like heapq's entries.
+MEMORY_IMPLS = ["tickwheel", "heapq", "asyncio", "uvloop", "tickwheel-py"]
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=HERE,
+                             capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=HERE, capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _available(impl: str) -> bool:
+    if impl == "uvloop":
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            return False
+    return True
+
+
+def run_pytest_benchmark(n: int, sizes: str, json_path: str) -> dict[str, Any]:
+    cmd = [
+        sys.executable, "-m", "pytest", HERE, "--benchmark-only", "-q",
+        "-p", "no:cacheprovider", f"--bench-n={n}", f"--bench-sizes={sizes}",
+        f"--benchmark-json={json_path}",
+    ]
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=os.path.dirname(HERE))
+    with open(json_path) as f:
+        return json.load(f)
+
+
+def run_measure(what: str, impl: str, n: int) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.join(HERE, "measure.py"), what, impl, f"--n={n}"]
+    print("$", " ".join(cmd[1:]), flush=True)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def summarize_benchmarks(data: dict[str, Any]) -> dict[str, Any]:
+    """group -> impl -> ns/op (median), and W5 curves: group -> impl -> {n: ns/op}."""
+    table: dict[str, dict[str, float]] = defaultdict(dict)
+    curves: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for bench in data["benchmarks"]:
+        n = bench["extra_info"]["n"]
+        per_op = bench["stats"]["median"] / n * 1e9
+        if bench["group"].startswith("W5-"):
+            impl = bench["extra_info"]["impl"]
+            curves[bench["group"]][impl][n] = per_op
+        else:
+            table[bench["group"]][bench["params"]["impl"]] = per_op
+    return {"table": table, "curves": curves}
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    meta = report["meta"]
+    out = [
+        f"Machine: {meta['cpu']} ({meta['cores']} cores), {meta['platform']}; "
+        f"Python {meta['python']}; tickwheel commit {meta['commit']}; "
+        f"N = {meta['n']:,} per round; medians. Command: `{meta['command']}`.",
+        "",
+        "**Time per operation** (lower is better; in brackets: × tickwheel)",
+        "",
+    ]
+    table = report["timed"]["table"]
+    impls = ["tickwheel", "heapq", "sched", "asyncio", "uvloop", "tickwheel-py"]
+    impls = [i for i in impls if any(i in row for row in table.values())]
+    out.append("| workload | " + " | ".join(impls) + " |")
+    out.append("|---|" + "---|" * len(impls))
+    for group in ["W1-add", "W2-pair", "W2-bulk", "W2-sliding", "W3-manual"]:
+        row = table.get(group, {})
+        base = row.get("tickwheel")
+        cells = []
+        for impl in impls:
+            if impl not in row:
+                cells.append("–")
+            elif impl == "tickwheel" or not base:
+                cells.append(f"{row[impl]:,.0f} ns")
+            else:
+                cells.append(f"{row[impl]:,.0f} ns ({row[impl] / base:.1f}×)")
+        out.append(f"| {group} | " + " | ".join(cells) + " |")
+
+    out += ["", "**W3, real time**: N timers due within a 500 ms window; lateness = "
+            "fire time − requested deadline (ms)", "",
+            "| implementation | min | p50 | p99 | max | early fires | drain s |",
+            "|---|---|---|---|---|---|---|"]
+    for impl, r in report["lateness"].items():
+        q = r["lateness_ms"]
+        out.append(f"| {impl} (N={r['n']:,}) | {q['min']:.3f} | {q['p50']:.3f} | "
+                   f"{q['p99']:.3f} | {q['max']:.3f} | {r['early']} | {r['drain_s']:.3f} |")
+
+    out += ["", "**W4, memory** per pending timer (shared no-op callback, handles kept "
+            "in a preallocated list), and what is still held after cancelling all", "",
+            "| implementation | tracemalloc B/timer | RSS B/timer | held after cancel-all |",
+            "|---|---|---|---|"]
+    for impl, r in report["memory"].items():
+        held_total = r["held_after_cancel_bytes_per_timer"] * r["traced_n"]
+        out.append(f"| {impl} | {r['traced_bytes_per_timer']:.1f} | "
+                   f"{r['rss_bytes_per_timer']:.1f} | "
+                   f"{r['held_after_cancel_bytes_per_timer']:.2f} B/timer "
+                   f"({held_total / 1024:,.0f} KiB for {r['traced_n']:,}) |")
+
+    out += ["", "**W6, garbage collector**: median `gc.collect()` with N pending timers "
+            "vs none", "", "| implementation | empty ms | loaded ms | ratio |",
+            "|---|---|---|---|"]
+    for impl, r in report["gc"].items():
+        out.append(f"| {impl} (N={r['n']:,}) | {r['collect_empty_ms']:.2f} | "
+                   f"{r['collect_loaded_ms']:.2f} | {r['ratio']:.2f}× |")
+
+    curves = report["timed"]["curves"]
+    if curves:
+        out += ["", "**W5, scaling**: ns per operation by N", ""]
+        for group in sorted(curves):
+            sizes = sorted({n for c in curves[group].values() for n in c})
+            out.append(f"| {group} | " + " | ".join(f"{n:,}" for n in sizes)
+                       + " | largest ÷ smallest |")
+            out.append("|---|" + "---|" * (len(sizes) + 1))
+            for impl, curve in sorted(curves[group].items()):
+                cells = [f"{curve[n]:,.0f}" if n in curve else "–" for n in sizes]
+                ns = sorted(curve)
+                growth = curve[ns[-1]] / curve[ns[0]]
+                out.append(f"| {impl} | " + " | ".join(cells) + f" | {growth:.2f}× |")
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def render_plots(report: dict[str, Any], stem: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    curves = report["timed"]["curves"]
+    titles = {"W5-add": "W1 add", "W5-sliding": "W2 add+cancel (sliding window)",
+              "W5-expire": "W3 expire (manual clock)"}
+    groups = [g for g in ("W5-add", "W5-sliding", "W5-expire") if g in curves]
+    if groups:
+        fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
+        for ax, group in zip(axes[0], groups):
+            for impl, curve in sorted(curves[group].items()):
+                ns = sorted(curve)
+                ax.plot(ns, [curve[n] for n in ns], marker="o", label=impl,
+                        linewidth=2.5 if impl == "tickwheel" else 1.2)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(titles[group])
+            ax.set_xlabel("timers (N)")
+            ax.set_ylabel("ns per operation (median, lower is better)")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0][0].legend(fontsize=8)
+        meta = report["meta"]
+        fig.suptitle(f"tickwheel {meta['commit']} · Python {meta['python']} · {meta['cpu']}",
+                     fontsize=9)
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            path = os.path.join(RESULTS, f"scaling.{ext}")
+            fig.savefig(path, dpi=110)
+            written.append(path)
+        plt.close(fig)
+    if report["lateness"]:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for impl, r in report["lateness"].items():
+            q = r["lateness_ms"]
+            ax.plot([0, 0.5, 0.99, 1.0], [q["min"], q["p50"], q["p99"], q["max"]],
+                    marker="o", label=impl)
+        ax.set_xticks([0, 0.5, 0.99, 1.0], ["min", "p50", "p99", "max"])
+        ax.set_ylabel("lateness, ms (fire − deadline)")
+        ax.set_yscale("symlog", linthresh=0.1)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_title(f"W3: {next(iter(report['lateness'].values()))['n']:,} timers "
+                     "due within 500 ms")
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(RESULTS, "lateness.png")
+        fig.savefig(path, dpi=110)
+        written.append(path)
+        plt.close(fig)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
+    parser.add_argument("--n", type=int, help="timers per round for W1-W3")
+    parser.add_argument("--sizes", help="W5 sizes, comma-separated")
+    parser.add_argument("--memory-n", type=int, help="N for W4 and W6")
+    parser.add_argument("--name", help="result file stem")
+    parser.add_argument("--no-plots", action="store_true")
+    args = parser.parse_args(argv)
+    n = args.n or (5_000 if args.quick else 200_000)
+    sizes = args.sizes or ("1000,10000" if args.quick else "1000,10000,100000,1000000")
+    memory_n = args.memory_n or (20_000 if args.quick else 1_000_000)
+    os.makedirs(RESULTS, exist_ok=True)
+    started = time.time()
+
+    import tickwheel
+
+    commit = _commit()
+    meta = {
+        "cpu": _cpu(), "cores": os.cpu_count(), "platform": platform.platform(),
+        "python": platform.python_version(), "commit": commit, "n": n,
+        "sizes": sizes, "memory_n": memory_n, "accelerated": tickwheel.USE_EXTENSIONS,
+        "command": "python bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    if not tickwheel.USE_EXTENSIONS:
+        print("warning: tickwheel runs without its C extension", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = run_pytest_benchmark(n, sizes, os.path.join(tmp, "pb.json"))
+    report: dict[str, Any] = {"meta": meta, "timed": summarize_benchmarks(raw)}
+    report["lateness"] = {i: run_measure("lateness", i, n)
+                          for i in LATENESS_IMPLS if _available(i)}
+    report["memory"] = {i: run_measure("memory", i, memory_n)
+                        for i in MEMORY_IMPLS if _available(i)}
+    report["gc"] = {i: run_measure("gc", i, memory_n) for i in MEMORY_IMPLS if _available(i)}
+    report["elapsed_s"] = time.time() - started
+
+    machine = platform.machine()
+    stem = args.name or f"{machine}-py{platform.python_version()}-{commit}"
+    with open(os.path.join(RESULTS, f"{stem}.json"), "w") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+    markdown = render_markdown(report)
+    with open(os.path.join(RESULTS, f"{stem}.md"), "w") as f:
+        f.write(markdown)
+    print(markdown)
+    if not args.no_plots:
+        for path in render_plots(report, stem):
+            print("wrote", os.path.relpath(path))
+    print(f"done in {report['elapsed_s']:.0f} s; results in bench/results/{stem}.*")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

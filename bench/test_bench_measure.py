@@ -1,0 +1,40 @@
+"""Smoke test of measure.py (W3 lateness, W4 memory, W6 GC) at a tiny size.
+
+The real runs are ``python bench/run.py``; this keeps the code from rotting
+under ``pytest bench --benchmark-disable`` and checks the invariants that
+hold at any size: every timer fires once, none early, and tickwheel frees
+what it held when every timer is cancelled.
+"""
+
+from __future__ import annotations
+
+import pytest
+from measure import LATENESS, gc_pause, memory
+
+
+@pytest.mark.parametrize("impl", sorted(LATENESS))
+def test_lateness_smoke(impl):
+    result = LATENESS[impl](300)
+    assert result["fired"] == 300
+    if impl.startswith("tickwheel"):
+        # tickwheel's guarantee; uvloop, for one, does fire early (libuv
+        # rounds its clock to the millisecond).
+        assert result["early"] == 0
+        assert result["lateness_ms"]["min"] >= 0
+
+
+def test_memory_smoke_tickwheel_frees_on_cancel():
+    result = memory("tickwheel", 5_000)
+    assert 60 <= result["traced_bytes_per_timer"] <= 120
+    # What stays is fixed (freelist, wheel levels), not per timer.
+    assert result["held_after_cancel_bytes_per_timer"] * result["traced_n"] < 64 * 1024
+
+
+def test_memory_smoke_heapq_holds_tombstones():
+    result = memory("heapq", 5_000)
+    assert result["held_after_cancel_bytes_per_timer"] > 50
+
+
+def test_gc_smoke():
+    result = gc_pause("tickwheel", 5_000)
+    assert result["collect_empty_ms"] > 0 and result["ratio"] > 0
