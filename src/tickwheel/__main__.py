@@ -1,4 +1,7 @@
-"""Command line: ``tickwheel demo`` (and ``python -m tickwheel``).
+"""Command line: ``tickwheel demo``, ``tickwheel replay``, ``tickwheel gen-trace``.
+
+``replay`` and ``gen-trace`` need the ``[spark]`` extra and import it only
+when run (see :mod:`tickwheel.spark`).
 
 The demo schedules a few thousand timers on a real SystemTimer, cancels a
 share of them at random, waits for the rest, and prints what happened: how
@@ -16,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from . import USE_EXTENSIONS, __version__
 from .timer import SystemTimer
@@ -102,7 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--max-delay-ms", type=int, default=1_000, help="delays are 1..this")
     demo.add_argument("--cancel-share", type=float, default=0.2, help="share to cancel")
     demo.add_argument("--seed", type=int, default=1)
+    _add_spark_commands(sub)
     args = parser.parse_args(argv)
+    if args.command == "replay":
+        return _run_replay(parser, args)
+    if args.command == "gen-trace":
+        return _run_gen_trace(parser, args)
     if args.command in (None, "demo"):
         if args.command is None:
             args = demo.parse_args([])
@@ -111,6 +120,136 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(args.timers, args.max_delay_ms, args.cancel_share, args.seed)
     parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+def _add_spark_commands(sub: Any) -> None:
+    replay = sub.add_parser(
+        "replay",
+        help="replay a produce/fetch event log through the purgatory on Spark",
+        description="Replay INPUT (events: Parquet, CSV or JSON lines) in event time "
+        "and write outcomes/, purgatory_size/, rejected/, summary.json and plots to "
+        "OUTPUT.  Exit code 0: no row rejected; 1: some rows rejected; 2: error.",
+    )
+    replay.add_argument("input", nargs="?", help="events (omit with --demo)")
+    replay.add_argument("output", nargs="?", help="output directory")
+    replay.add_argument("--demo", metavar="OUTPUT", help="generate a trace into "
+                        "OUTPUT/input and replay it into OUTPUT")
+    replay.add_argument("--master", default="local[*]", help="Spark master URL")
+    replay.add_argument("--timeout-ms", type=_int_list, default=None,
+                        help="comma-separated timeouts to sweep in one pass "
+                        "(default: each request's own timeout_ms)")
+    replay.add_argument("--replica-lag-max-ms", type=int, default=None,
+                        help="ISR dynamics: a follower behind the leader this long "
+                        "leaves the ISR until it catches up (default: fixed ISR)")
+    replay.add_argument("--format", choices=["parquet", "csv", "json"], default=None,
+                        help="input format (default: from the path)")
+    replay.add_argument("--requests", type=int, default=200_000,
+                        help="--demo: requests to generate")
+    replay.add_argument("--partitions", type=int, default=32,
+                        help="--demo: partitions to generate")
+    replay.add_argument("--ui", action="store_true", help="start the Spark web UI")
+    replay.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    gen = sub.add_parser(
+        "gen-trace",
+        help="write a synthetic produce/fetch trace (Parquet)",
+        description="Poisson produce arrivals per partition, followers fetching "
+        "with log-normal delays, a few slow followers with stalls.",
+    )
+    gen.add_argument("output", help="output directory (Parquet dataset)")
+    gen.add_argument("--requests", type=int, required=True)
+    gen.add_argument("--partitions", type=int, required=True)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--malformed", type=int, default=0,
+                     help="also write this many malformed rows (to see rejected/)")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+    return values
+
+
+def _spark_import_error(parser: argparse.ArgumentParser, exc: ImportError) -> int:
+    print(
+        f"tickwheel: this command needs the [spark] extra ({exc}); "
+        "install it with: pip install 'tickwheel[spark]'",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def _run_gen_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.requests < 1 or args.partitions < 1 or args.malformed < 0:
+        parser.error("--requests and --partitions must be >= 1, --malformed >= 0")
+    try:
+        from .spark.trace import write_trace
+    except ImportError as exc:
+        return _spark_import_error(parser, exc)
+    start = time.perf_counter()
+    try:
+        table = write_trace(
+            args.output, args.requests, args.partitions, seed=args.seed,
+            malformed=args.malformed,
+        )
+    except (FileExistsError, ValueError) as exc:
+        print(f"tickwheel gen-trace: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"wrote {table.num_rows:,} events ({args.requests:,} requests, "
+        f"{args.partitions} partitions) to {args.output} in "
+        f"{time.perf_counter() - start:.1f} s"
+    )
+    return 0
+
+
+def _run_replay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import os
+
+    if args.demo:
+        if args.input or args.output:
+            parser.error("replay --demo OUTPUT takes no INPUT/OUTPUT arguments")
+        output = args.demo
+        input_path = os.path.join(output, "input")
+    else:
+        if not (args.input and args.output):
+            parser.error("replay needs INPUT and OUTPUT (or --demo OUTPUT)")
+        input_path, output = args.input, args.output
+    try:
+        from .spark.job import run_replay
+        from .spark.trace import write_trace
+    except ImportError as exc:
+        return _spark_import_error(parser, exc)
+    try:
+        if args.demo:
+            if os.path.exists(input_path):
+                print(f"[demo] reusing the trace in {input_path}")
+            else:
+                start = time.perf_counter()
+                table = write_trace(input_path, args.requests, args.partitions, seed=1)
+                print(
+                    f"[demo] wrote {table.num_rows:,} events ({args.requests:,} requests, "
+                    f"{args.partitions} partitions) to {input_path} in "
+                    f"{time.perf_counter() - start:.1f} s"
+                )
+        return run_replay(
+            input_path,
+            output,
+            master=args.master,
+            timeout_ms=args.timeout_ms,
+            replica_lag_max_ms=args.replica_lag_max_ms,
+            fmt=args.format,
+            ui=args.ui,
+            plots=not args.no_plots,
+        )
+    except (FileNotFoundError, ValueError, TypeError) as exc:
+        print(f"tickwheel replay: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

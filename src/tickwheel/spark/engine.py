@@ -60,7 +60,6 @@ import heapq
 import logging
 import os
 import sys
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, NamedTuple
 
@@ -244,9 +243,8 @@ class ReplayProduce(DelayedProduce):
         request_id: int,
         clock: Callable[[], int],
         callback: Callable[[DelayedProduce], Any],
-        lock: Any,
     ) -> None:
-        DelayedOperation.__init__(self, timeout_ms, lock)
+        DelayedOperation.__init__(self, timeout_ms)
         self.partition = partition
         self.required_offset = required_offset
         self.timeout_ms = timeout_ms
@@ -262,7 +260,7 @@ class ReplayProduce(DelayedProduce):
 class _Setting:
     """One timeout setting of one partition: its MockTimer, purgatory and outcomes."""
 
-    __slots__ = ("timeout_ms", "timer", "purgatory", "done", "lock", "clock")
+    __slots__ = ("timeout_ms", "timer", "purgatory", "done", "clock")
 
     def __init__(self, name: str, timeout_ms: int | None, start_ms: int) -> None:
         self.timeout_ms = timeout_ms
@@ -274,9 +272,6 @@ class _Setting:
         self.clock = clock
         self.purgatory = DelayedOperationPurgatory(f"Produce-{name}", self.timer)
         self.done: list[DelayedProduce] = []
-        # One lock for all operations of this purgatory: the replay is
-        # single-threaded, and a shared lock saves an allocation per request.
-        self.lock = threading.Lock()
 
 
 # -- one partition -------------------------------------------------------------------
@@ -422,6 +417,7 @@ class _PartitionReplay:
         part = self.partition
         leos = part.leos
         isr = part.isr
+        n_followers = len(leos)
         heap = self.heap
         heappush = heapq.heappush
         lag = self.isr_timer is not None
@@ -430,61 +426,63 @@ class _PartitionReplay:
         check = self.check
         advance_to = self.advance_to
         complete_up_to = self._complete_up_to
-        # The common case, one setting and a fixed ISR, gets its own fast clock step.
+        follower_changed = self._follower_changed
+        # The common case, one setting and a fixed ISR, gets its own clock step.
         fast = len(settings) == 1 and not lag
         timer = settings[0].timer
+        leader_leo = part.leader_leo
         now = self.now
-        n = len(ts)
-        for i in range(n):
-            t = ts[i]
+        last = len(ts) - 1
+        for i, (t, fetch, a, b, row_timeout) in enumerate(
+            zip(ts, is_fetch, first, second, timeouts)
+        ):
             if t != now:
                 if fast:
                     nxt = timer.next_expiration_ms
                     if nxt is not None and nxt <= t:
                         timer.advance_to(t)
                     else:
+                        # Nothing due: only move the manual clock, which is
+                        # all advance_to would do.
                         timer.now_ns = t * 1_000_000
                     self.now = t
                 else:
                     advance_to(t)
                 now = t
-            if is_fetch[i]:
-                replica = first[i]
-                offset = second[i]
-                leos[replica] = offset
+            if fetch:
+                # a = replica, b = fetch_offset
+                leos[a] = b
                 if lag:
-                    self._follower_changed(replica)
+                    follower_changed(a)
                 # The HW can only have risen past heap[0] if this follower did.
-                if heap and offset >= heap[0] and replica in isr:
-                    hw = min([leos[r] for r in isr])
+                if heap and b >= heap[0] and a in isr:
+                    hw = min(leos.values()) if len(isr) == n_followers else self._hw()
                     if hw >= heap[0]:
                         complete_up_to(hw)
             else:
-                offset = second[i]
-                if offset > part.leader_leo:
-                    part.leader_leo = offset
+                # a = request_id, b = required_offset
+                if b > leader_leo:
+                    part.leader_leo = leader_leo = b
                     if lag:
                         for replica in list(isr):
-                            self._follower_changed(replica)
-                rid = first[i]
+                            follower_changed(replica)
                 waiting = False
                 for s in settings:
                     timeout = s.timeout_ms
                     op = ReplayProduce(
                         part,
-                        offset,
-                        timeouts[i] if timeout is None else timeout,
+                        b,
+                        row_timeout if timeout is None else timeout,
                         t,
-                        rid,
+                        a,
                         s.clock,
                         s.done.append,
-                        s.lock,
                     )
                     if not s.purgatory.try_complete_else_watch(op, keys):
                         waiting = waiting or not op.completed
                 if waiting:
-                    heappush(heap, offset)
-            if check and (i + 1 == n or ts[i + 1] != t):
+                    heappush(heap, b)
+            if check and (i == last or ts[i + 1] != t):
                 self.samples.append((t, [s.purgatory.delayed for s in settings]))
         self.now = now
 

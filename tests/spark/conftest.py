@@ -1,0 +1,58 @@
+"""One Spark session for all Spark tests (starting one costs 8-12 s).
+
+``local[2]``, web UI off, no console progress bar, few shuffle partitions.
+The tests are marked ``spark``; the marker is registered here because the
+project's marker list lives in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+SPARK_TESTS_DIR = os.path.dirname(__file__)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "spark: needs pyspark and a JVM (session fixture)")
+    # Targeted: pyspark's own deprecation noise on import/arrow paths, which
+    # filterwarnings=error would turn into failures of our tests.
+    config.addinivalue_line(
+        "filterwarnings", "ignore::DeprecationWarning:pyspark.*"
+    )
+    config.addinivalue_line(
+        "filterwarnings", "ignore::DeprecationWarning:py4j.*"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:
+    for item in items:
+        if str(item.fspath).startswith(SPARK_TESTS_DIR):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The shared local[2] SparkSession."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from tickwheel.spark import spark_session
+
+    session = spark_session(
+        "local[2]",
+        "tickwheel-tests",
+        ui=False,
+        progress=False,
+        shuffle_partitions=4,
+        extra_conf={"spark.driver.memory": "1g", "spark.sql.session.timeZone": "UTC"},
+    )
+    yield session
+    session.stop()
