@@ -27,10 +27,13 @@ Example (manual clock)::
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import logging
 import math
+import os
 import threading
+import weakref
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
 
@@ -74,6 +77,32 @@ def _check_ms(value: object, name: str) -> int:
     return math.ceil(value * _NS_PER_MS)
 
 
+# Every open SystemTimer, for the fork and exit hooks below.
+_LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # Threads do not survive fork(); a lock held by one of them in the parent
+    # stays held forever in the child.  Give every timer fresh locks and
+    # threads.  Tasks pending at the fork belong to the parent and, as with
+    # threading.Timer, do not run in the child: they are cancelled there.
+    _wheel_py._LOCK = threading.RLock()
+    for timer in list(_LIVE):
+        timer._reinit_after_fork()
+
+
+def _close_all_at_exit() -> None:
+    # Pending timers must not make the interpreter hang or spray tracebacks
+    # from daemon threads during finalization: close them, bounded.
+    for timer in list(_LIVE):
+        timer._close(join_timeout=1.0)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all_at_exit)
+
+
 class _SystemTimerMixin(_CoreBase):
     """Reaper, executor and lifecycle; the wheel comes from the core base."""
 
@@ -111,17 +140,34 @@ class _SystemTimerMixin(_CoreBase):
         self._batches: Optional[SimpleQueue[Optional[list[TimerTask]]]] = None
         self._worker: Optional[threading.Thread] = None
         self._reaper: Optional[threading.Thread] = None
-        if executor is None:
+        self._use_reaper = bool(reaper)
+        self._start_threads()
+        _LIVE.add(self)
+
+    def _start_threads(self) -> None:
+        if self._executor is None:
             self._batches = SimpleQueue()
             self._worker = threading.Thread(
-                target=self._work, name=f"{name}-executor", daemon=True
+                target=self._work, name=f"{self.name}-executor", daemon=True
             )
             self._worker.start()
-        if reaper:
+        if self._use_reaper:
             self._reaper = threading.Thread(
-                target=self._reap, name=f"{name}-reaper", daemon=True
+                target=self._reap, name=f"{self.name}-reaper", daemon=True
             )
             self._reaper.start()
+
+    def _reinit_after_fork(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        if self._stopping:
+            self._reaper = self._worker = None
+            return
+        self.cancel_all()
+        old = self._batches
+        while old is not None and not old.empty():
+            for task in old.get_nowait() or ():
+                task.cancel()
+        self._start_threads()
 
     # -- waking and waiting -------------------------------------------------
     def _on_wake(self) -> None:
@@ -238,16 +284,20 @@ class _SystemTimerMixin(_CoreBase):
         Returns promptly (no poll interval); a task running right now is
         allowed to finish.  Safe to call from a task running on this timer.
         """
+        self._close(join_timeout=None)
+
+    def _close(self, join_timeout: Optional[float]) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         self._close_core()
+        _LIVE.discard(self)
         if self._batches is not None:
             self._batches.put(None)
         current = threading.current_thread()
         for thread in self.threads:
             if thread is not current and thread.is_alive():
-                thread.join()
+                thread.join(join_timeout)
 
     def __enter__(self) -> Any:
         return self
