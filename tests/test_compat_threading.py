@@ -329,3 +329,54 @@ def test_timer_huge_interval_is_clamped(shared_timer_closed: None) -> None:
     assert t.is_alive()
     t.cancel()
     assert not t.is_alive()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["threading", "tickwheel.compat_threading"])
+def test_timer_exit_waits_for_non_daemon_only(module: str) -> None:
+    # threading joins non-daemon threads at exit; tickwheel awaits non-daemon
+    # Timers from atexit.  Daemon ones are dropped by both.
+    import subprocess
+    import sys
+
+    code = (
+        f"from {module} import Timer\n"
+        "t = Timer(0.05, print, ['non-daemon fired'])\n"
+        "t.start()\n"
+        "d = Timer(5.0, print, ['daemon fired'])\n"
+        "d.daemon = True\n"
+        "d.start()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["non-daemon fired"]
+
+
+@pytest.mark.slow
+def test_timer_fork_child_starts_fresh(shared_timer_closed: None) -> None:
+    import os
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    parent_pending = Timer(60.0, print)
+    parent_pending.start()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: the parent's Timer does not run; a new one does
+        try:
+            done = threading.Event()
+            t = Timer(0.0, done.set)
+            t.start()
+            ok = done.wait(5) and not parent_pending.is_alive()
+            shutdown()
+            os.write(w, b"ok" if ok else b"bad")
+        finally:
+            os._exit(0)
+    os.close(w)
+    assert os.read(r, 2) == b"ok"
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert parent_pending.is_alive()
+    parent_pending.cancel()

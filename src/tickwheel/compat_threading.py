@@ -41,6 +41,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import math
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
@@ -92,7 +93,11 @@ def shutdown(wait_non_daemon: bool = False) -> None:
     if wait_non_daemon:
         while True:
             with _lock:
-                pending = [t for t in _started if not t._daemon and t._timer is _shared]
+                pending = [
+                    t
+                    for t in _started
+                    if not t._daemon and t._timer is _shared and t.is_alive()
+                ]
             if not pending:
                 break
             for t in pending:
@@ -108,6 +113,19 @@ def shutdown(wait_non_daemon: bool = False) -> None:
             _done.notify_all()
 
 
+def _after_fork_in_child() -> None:
+    # A parent thread may have held _lock at fork(); and the parent's pending
+    # Timers do not run in the child (SystemTimer cancels them there).
+    global _lock, _done
+    _lock = threading.Lock()
+    _done = threading.Condition(_lock)
+    _started.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+# Registered after tickwheel.timer's own exit hook, so it runs first (LIFO):
+# non-daemon Timers fire before the timers are closed.
 atexit.register(shutdown, True)
 
 
