@@ -247,11 +247,18 @@ def main() -> None:
     n_timer = 1_000 if quick else 10_000
     rows: list[Row] = []
 
+    def _mark(met: bool) -> str:
+        # Goals are stated for the full sizes (sched's stdlib cost is O(n^2));
+        # quick mode only shows that everything runs.
+        if quick:
+            return "(full mode)"
+        return "✅" if met else "❌"
+
     def ratio_row(
         what: str, base: float, ours: float, goal: float | None, unit_n: int
     ) -> Row:
         r = base / ours
-        verdict = "" if goal is None else (f"≥ {goal:g}× {'✅' if r >= goal else '❌'}")
+        verdict = "" if goal is None else f"≥ {goal:g}× {_mark(r >= goal)}"
         return (
             what,
             f"{base / unit_n * 1e9:,.0f} ns",
@@ -302,7 +309,7 @@ def main() -> None:
                 f"{mem[base_k]:.0f} B",
                 f"{mem[ours_k]:.0f} B",
                 f"{r:.2f}×",
-                f"≤ 0.5× {'✅' if r <= 0.5 else '❌'}",
+                f"≤ 0.5× {_mark(r <= 0.5)}",
             )
         )
 
