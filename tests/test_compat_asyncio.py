@@ -444,7 +444,8 @@ class TestAsyncioContract:
 
 
 def _wheel_handles(loop: asyncio.AbstractEventLoop) -> int:
-    scheduled = getattr(loop, "_scheduled")
+    # Live driver handles of the wheel, in the timer heap or the ready queue.
+    scheduled = list(getattr(loop, "_scheduled")) + list(getattr(loop, "_ready"))
     return sum(
         1
         for h in scheduled
@@ -538,8 +539,12 @@ def test_wheel_keyboard_interrupt_leaves_loop_and_rest_runs_later() -> None:
     def interrupt() -> None:
         raise KeyboardInterrupt
 
+    def before() -> None:
+        out.append("before")
+        tw.call_later(0, out.append, "scheduled by before")  # arms the driver
+
     async def schedule() -> None:
-        tw.call_later(0.01, out.append, "before")
+        tw.call_later(0.01, before)
         tw.call_later(0.01, interrupt)
         tw.call_later(0.01, out.append, "after")
 
@@ -547,9 +552,10 @@ def test_wheel_keyboard_interrupt_leaves_loop_and_rest_runs_later() -> None:
     with pytest.raises(KeyboardInterrupt):
         loop.run_until_complete(asyncio.sleep(0.05))
     assert out == ["before"]
+    assert _wheel_handles(loop) == 1  # one driver, not two
     loop.run_until_complete(asyncio.sleep(0.05))
     loop.close()
-    assert out == ["before", "after"]
+    assert out == ["before", "after", "scheduled by before"]
 
 
 def test_wheel_handles_share_context_snapshots_and_free_memory() -> None:

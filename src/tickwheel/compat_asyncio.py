@@ -263,7 +263,7 @@ class TimerWheel(TimerCore):
 
         super().__init__(tick_ms, wheel_size, None, clock, False)
         self._loop_ref = ref
-        self._driver: asyncio.TimerHandle | None = None
+        self._driver: asyncio.Handle | None = None
         self._armed_ms: int | None = None
         self._backlog: list[TimerTask] | None = None
         self._shared_context: contextvars.Context | None = None
@@ -452,8 +452,10 @@ class TimerWheel(TimerCore):
             self._backlog = batch
             loop = self._loop_ref()
             if loop is not None and not loop.is_closed():
+                if self._driver is not None:  # armed by a callback of this batch
+                    self._driver.cancel()
                 self._armed_ms = self.now_ms
-                self._driver = loop.call_soon(self._fire, context=_DRIVER_CONTEXT)  # type: ignore[assignment]
+                self._driver = loop.call_soon(self._fire, context=_DRIVER_CONTEXT)
             raise
 
     def _on_error(self, task: TimerTask, exc: BaseException) -> None:
