@@ -12,7 +12,7 @@ It carries ``c_extension`` as well as ``dist``, so the pure-Python pass
 (``TICKWHEEL_NO_EXTENSIONS=1`` / ``--no-c-extensions``) deselects it: the
 compiled pass has already proved the wheel, and the opt-out would make the
 "compiled" wheel pure.  cibuildwheel's test command leaves it out with
-``-m "not dist"``.  ``scripts/build_wheels.sh`` adds the auditwheel step.
+``-m "not dist"``.  ``.ci/build_wheels.sh`` adds the auditwheel step.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
 # venv.  The interpreter ($PYTHON, default python3) fixes the wheel's CPython
 # version; cibuildwheel (wheels.yml) covers the other versions and platforms.
 #
-#   scripts/build_wheels.sh            # PYTHON=python3.12 OUT=/tmp/d scripts/...
+#   .ci/build_wheels.sh            # PYTHON=python3.12 OUT=/tmp/d scripts/...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
