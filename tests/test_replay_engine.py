@@ -336,3 +336,37 @@ def test_resolve_batches_yields_the_union_schema_and_one_meta_record():
     meta = split_output(batches).workers
     assert meta[0]["accelerated"] is tickwheel.USE_EXTENSIONS
     assert meta[0]["events"] == 0
+
+
+def test_cli_gen_trace_writes_parquet(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    from tickwheel.__main__ import main
+
+    out = tmp_path / "t"
+    assert main(["gen-trace", str(out), "--requests", "120", "--partitions", "3"]) == 0
+    table = pq.read_table(str(out))
+    assert table.schema == EVENT_SCHEMA
+    assert table.filter(pa.compute.equal(table["kind"], "produce")).num_rows == 120
+    assert main(["gen-trace", str(out), "--requests", "1", "--partitions", "1"]) == 2
+    assert "exists" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["gen-trace", str(tmp_path / "u"), "--requests", "0", "--partitions", "1"])
+    with pytest.raises(SystemExit):
+        main(["replay"])
+
+
+def test_spark_package_is_not_imported_by_tickwheel():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tickwheel, tickwheel.spark; "
+        "assert 'pyspark' not in sys.modules, 'pyspark imported'; "
+        "assert 'tickwheel.spark.engine' not in sys.modules; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
+    code = "import sys, tickwheel; assert 'tickwheel.spark' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr

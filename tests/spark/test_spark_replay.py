@@ -1,0 +1,163 @@
+"""The Spark path: same answers as the single-process engine and as pure SQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sql_oracle import OUTCOME_COLUMNS, sql_oracle  # noqa: E402
+
+from tickwheel.spark import replay_table, resolve, resolve_all  # noqa: E402
+from tickwheel.spark.engine import OUTCOME_SCHEMA, REJECTED_SCHEMA, SIZE_SCHEMA  # noqa: E402
+from tickwheel.spark.trace import generate_trace, malformed_rows  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def to_arrow(df: Any, schema: Any) -> Any:
+    """Collect a DataFrame as an Arrow table with ``schema``, in a canonical order."""
+    table = pa.Table.from_pylist([r.asDict() for r in df.collect()], schema=schema)
+    return table.sort_by([(c, "ascending") for c in schema.names])
+
+
+def canonical(table: Any, schema: Any) -> Any:
+    return table.select(schema.names).cast(schema).sort_by(
+        [(c, "ascending") for c in schema.names]
+    )
+
+
+def test_spark_resolve_matches_single_process_with_sweep_isr_and_rejects(spark):
+    table = generate_trace(4_000, 7, seed=3, rate_per_s=500.0)
+    table = pa.concat_tables([table, malformed_rows(table, 15, seed=3)])
+    kw = dict(timeout_ms=[30_000, 300], replica_lag_max_ms=1_500)
+    local = replay_table(table, **kw)
+    frames = resolve_all(spark.createDataFrame(table.to_pandas()), **kw)
+    try:
+        assert to_arrow(frames.outcomes, OUTCOME_SCHEMA).equals(
+            canonical(local.outcomes, OUTCOME_SCHEMA)
+        )
+        assert to_arrow(frames.purgatory_size, SIZE_SCHEMA).equals(
+            canonical(local.purgatory_size, SIZE_SCHEMA)
+        )
+        spark_rejected = to_arrow(frames.rejected, REJECTED_SCHEMA)
+        assert spark_rejected.equals(canonical(local.rejected, REJECTED_SCHEMA))
+        assert spark_rejected.num_rows == 16
+        assert local.outcomes.num_rows == 2 * (4_000 - 1)
+    finally:
+        frames.unpersist()
+
+
+def test_spark_resolve_returns_outcomes(spark):
+    table = generate_trace(300, 2, seed=4)
+    df = resolve(spark.createDataFrame(table.to_pandas()))
+    assert df.columns == OUTCOME_SCHEMA.names
+    assert df.count() == 300
+
+
+def test_spark_matches_sql_window_oracle_on_100k_requests(spark, tmp_path):
+    path = str(tmp_path / "trace")
+    from tickwheel.spark.trace import write_trace
+
+    write_trace(path, 100_000, 16, seed=8)
+    events = spark.read.parquet(path)
+    frames = resolve_all(events)
+    try:
+        replay = frames.outcomes.select(*OUTCOME_COLUMNS)
+        oracle = sql_oracle(events).select(*OUTCOME_COLUMNS)
+        assert replay.count() == 100_000
+        assert oracle.count() == 100_000
+        assert replay.exceptAll(oracle).count() == 0
+        assert oracle.exceptAll(replay).count() == 0
+        expired = frames.outcomes.where("outcome = 'expired'").count()
+        assert 0 < expired < 100_000  # the trace exercises both outcomes
+    finally:
+        frames.unpersist()
+
+
+def test_spark_csv_values_that_do_not_cast_are_rejected_not_fatal(spark, tmp_path):
+    path = tmp_path / "events.csv"
+    path.write_text(
+        "ts_ms,partition,kind,request_id,required_offset,timeout_ms,replica,fetch_offset\n"
+        "0,p,produce,1,5,100,,\n"
+        "3,p,fetch,,,,1,5\n"
+        "abc,p,produce,2,5,100,,\n"
+        "4,p,produce,3,5,ten,,\n"
+    )
+    from tickwheel.spark.job import read_events
+
+    frames = resolve_all(read_events(spark, str(path)))
+    try:
+        rejected = sorted((r["reason"], r["request_id"]) for r in frames.rejected.collect())
+        assert rejected == [("invalid timeout_ms", 3), ("invalid ts_ms", 2)]
+        assert [(r["request_id"], r["done_ms"]) for r in frames.outcomes.collect()] == [(1, 3)]
+    finally:
+        frames.unpersist()
+
+
+def test_spark_missing_column_raises_naming_it(spark):
+    df = spark.createDataFrame([(1, "p")], "ts_ms long, partition string")
+    with pytest.raises(ValueError, match="missing column"):
+        resolve_all(df)
+
+
+def test_spark_job_writes_outputs_summary_and_plots(spark, tmp_path):
+    from tickwheel.spark.job import run_replay
+    from tickwheel.spark.trace import write_trace
+
+    events = str(tmp_path / "events")
+    write_trace(events, 2_000, 4, seed=9, malformed=4)
+    out = tmp_path / "out"
+    log = tmp_path / "log.txt"
+    with open(log, "w") as fh:
+        code = run_replay(events, str(out), timeout_ms=[30_000, 1_000],
+                          replica_lag_max_ms=5_000, out=fh, spark=spark)
+    assert code == 1  # malformed rows were rejected
+    for name in ("outcomes", "purgatory_size", "rejected"):
+        assert (out / name / "_SUCCESS").exists()
+    assert (out / "latency_cdf.png").stat().st_size > 1000
+    assert (out / "purgatory_size.png").stat().st_size > 1000
+    summary = json.loads((out / "summary.json").read_text())
+    assert sorted(r["timeout_ms"] for r in summary["overall"]) == [1_000, 30_000]
+    assert summary["rejected"] == {
+        "unknown kind": 1, "null kind": 1, "null ts_ms": 1, "null partition": 1
+    }
+    assert all(r["requests"] == 2_000 for r in summary["overall"])
+    text = log.read_text()
+    for k in range(1, 7):
+        assert f"[replay {k}/6]" in text
+    assert "engine accelerated" in text or "engine pure Python" in text
+
+    clean = tmp_path / "clean"
+    write_trace(clean, 500, 2, seed=9)
+    with open(log, "w") as fh:
+        assert run_replay(str(clean), str(tmp_path / "out2"), out=fh, spark=spark,
+                          plots=False) == 0
+
+
+def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
+    from tickwheel.__main__ import main
+
+    out = tmp_path / "demo"
+    code = main(["replay", "--demo", str(out), "--requests", "800", "--partitions", "3",
+                 "--master", "local[2]", "--no-plots", "--timeout-ms", "30000,50"])
+    assert code == 0
+    assert (out / "input").is_dir() and (out / "outcomes" / "_SUCCESS").exists()
+    text = capsys.readouterr().out
+    assert "[replay 6/6] done" in text and "(all)" in text
+
+    trace = tmp_path / "trace"
+    assert main(["gen-trace", str(trace), "--requests", "50", "--partitions", "2",
+                 "--malformed", "3"]) == 0
+    assert main(["replay", str(trace), str(tmp_path / "o"), "--master", "local[2]",
+                 "--no-plots"]) == 1  # the malformed rows
+    assert main(["replay", str(tmp_path / "nope"), str(tmp_path / "o2")]) == 2
+    with pytest.raises(SystemExit):
+        main(["replay", "--timeout-ms", "x,y", str(trace), str(tmp_path / "o3")])
