@@ -551,3 +551,70 @@ def test_system_close_from_inside_task(timers, no_thread_leak):
         thread.join(10)
         assert not thread.is_alive()
     assert len(timer) == 0
+
+
+# -- schedule_as: the fast path for TimerTask subclasses -----------------------
+
+
+def test_schedule_as_builds_subclass_without_init(timers):
+    timer = timers.MockTimer()
+    seen = []
+
+    class Handle(timers.TimerTask):
+        __slots__ = ("tag",)
+
+        def __init__(self, *args):  # pragma: no cover - must not run
+            raise AssertionError("schedule_as must not call __init__")
+
+        def run(self):
+            seen.append((self.tag, self.fn, self.args, timer.now_ms))
+
+    handle = timer.schedule_as(Handle, 5, print, 1, 2)
+    assert type(handle) is Handle and handle.pending and len(timer) == 1
+    assert handle.delay_ms == 5 and handle.fn is print and handle.args == (1, 2)
+    with pytest.raises(AttributeError):
+        handle.tag  # slots of the subclass start unset
+    handle.tag = "t"
+    timer.advance_clock(5)
+    assert seen == [("t", print, (1, 2), 5)]
+    assert timer.schedule_as(timers.TimerTask, 1, seen.append, "plain").pending
+    timer.advance_clock(1)
+    assert seen[-1] == "plain"
+    timer._check()
+
+
+def test_schedule_as_respects_a_custom_new(timers):
+    timer = timers.MockTimer()
+    made = []
+
+    class Counted(timers.TimerTask):
+        def __new__(cls, *args, **kwargs):
+            made.append(cls)
+            return super().__new__(cls)
+
+    task = timer.schedule_as(Counted, 3, print)
+    assert made == [Counted] and task.pending and task.__dict__ == {}
+    assert task.cancel() and len(timer) == 0
+
+
+@pytest.mark.parametrize(
+    "args, exc, match",
+    [
+        ((int, 5, print), TypeError, "task_type must be a TimerTask subclass, got <class 'int'>"),
+        (("x", 5, print), TypeError, "task_type must be a TimerTask subclass, got 'x'"),
+        ((None, 5, print), TypeError, "task_type must be a TimerTask subclass"),
+        (("T", 5, 3), TypeError, "fn must be callable, got 3"),
+        (("T", math.nan, print), ValueError, "delay_ms must be finite, got nan"),
+        (("T", True, print), TypeError, "delay_ms must be a number"),
+        (("T", 2**64, print), OverflowError, "out of range"),
+    ],
+)
+def test_schedule_as_bad_input(timers, args, exc, match):
+    timer = timers.MockTimer()
+    args = tuple(timers.TimerTask if a == "T" else a for a in args)
+    with pytest.raises(exc, match=match):
+        timer.schedule_as(*args)
+    with pytest.raises(TypeError):
+        timer.schedule_as(timers.TimerTask, 5)
+    assert len(timer) == 0
+    timer._check()

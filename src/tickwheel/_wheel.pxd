@@ -117,5 +117,7 @@ cdef class TimerCore:
 
     cdef int64_t _now_ns(self) except? -1
     cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs)
+    cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,
+                                tuple args)
     cdef int _add(self, TimerTask task, int64_t delay_ns) except -1
     cdef void _expire(self, TimerTask task) noexcept

@@ -9,6 +9,7 @@ from libc.math cimport ceil, isinf, isnan
 from libc.stdint cimport UINT32_MAX, int64_t, uint32_t, uint64_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.type cimport PyType_Check, PyType_IsSubtype
 from cpython.ref cimport Py_DECREF, Py_INCREF
 
 import numbers
@@ -194,6 +195,7 @@ cdef extern from *:
 
     static Py_ssize_t tw_freelist_size(void) { return tw_freecount; }
 
+
     /* Expanded where Cython's struct is defined: store None in each object
        field of a popped node (they are NULL, so nothing is released). */
     #define TW_NONE_INTO(field) do { (field) = (void *)Py_None; Py_INCREF(Py_None); } while (0)
@@ -206,11 +208,33 @@ cdef extern from *:
         TW_NONE_INTO(p_->_fn); \
         TW_NONE_INTO(p_->_args); \
     } while (0)
+
+    /* Does this TimerTask subtype keep TimerTask's tp_new (any Python
+       subclass without __new__)?  Then tp_alloc plus None fields is all its
+       tp_new would do, minus the generic argument adapter (~400
+       instructions); see TimerCore._schedule_as. */
+    static int tw_keeps_task_new(PyObject *t) {
+        return ((PyTypeObject *)t)->tp_new == tw_task_type->tp_new;
+    }
+    static PyObject *tw_alloc(PyObject *t) {
+        return ((PyTypeObject *)t)->tp_alloc((PyTypeObject *)t, 0);
+    }
+    /* Any other subtype: through its own tp_new. */
+    static PyObject *tw_new_instance(PyObject *t) {
+        PyObject *args = PyTuple_New(0), *o;
+        if (args == NULL) { return NULL; }
+        o = ((PyTypeObject *)t)->tp_new((PyTypeObject *)t, args, NULL);
+        Py_DECREF(args);
+        return o;
+    }
     """
     void TW_TASK_INIT_NONE(PyObject *o)
     PyObject *tw_task_pop()
     int tw_install_freelist(PyTypeObject *t)
     Py_ssize_t tw_freelist_size()
+    object tw_new_instance(object t)
+    int tw_keeps_task_new(object t)
+    PyObject *tw_alloc(object t)
 
 
 cdef inline TimerTask _new_task():
@@ -1001,6 +1025,49 @@ cdef class TimerCore:
             raise TypeError(f"fn must be callable, got {fn!r}")
         return self._schedule(delay_ms, fn, args, kwargs)
 
+    def schedule_as(self, task_type, delay_ms, fn, /, *args):
+        """Like schedule(), but the task is a new instance of ``task_type``.
+
+        For TimerTask subclasses that add behaviour or slots (e.g. asyncio
+        handles): the instance is made without calling ``__init__`` (its
+        fields are set as ``TimerTask.__init__`` would) and added in the
+        same call.
+
+        Runtime complexity: O(levels).
+
+        :return: the new ``task_type`` instance, already added
+        :raises TypeError: if ``task_type`` is not a TimerTask subclass or
+            ``fn`` is not callable
+        """
+        if not (isinstance(task_type, type) and issubclass(task_type, TimerTask)):
+            raise TypeError(f"task_type must be a TimerTask subclass, got {task_type!r}")
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        return self._schedule_as(task_type, delay_ms, fn, args)
+
+    cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,
+                                tuple args):
+        cdef TimerTask task
+        cdef PyObject *o
+        if task_type is TimerTask:
+            task = _new_task()
+        elif tw_keeps_task_new(task_type):
+            # No __init__, no **kwargs dict, no Python frame, no tp_new adapter.
+            o = tw_alloc(task_type)
+            if o is NULL:
+                raise MemoryError()
+            TW_TASK_INIT_NONE(o)
+            task = <TimerTask>o
+            Py_DECREF(task)
+        else:
+            task = <TimerTask>tw_new_instance(task_type)
+        cdef int64_t delay_ns = _delay_to_ns(delay_ms, task)
+        task._fn = fn
+        task._args = args
+        if self._add(task, delay_ns):
+            self._on_wake()
+        return task
+
     cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs):
         cdef TimerTask task = _new_task()
         cdef int64_t delay_ns = _delay_to_ns(delay_ms, task)
@@ -1226,6 +1293,28 @@ cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
     return (<TimerCore>self)._schedule(<object>args[0], fn, rest, kwargs)
 
 
+cdef object _schedule_as_fastcall(object self, PyObject **args, Py_ssize_t nargs,
+                                  PyObject *kwnames):
+    cdef Py_ssize_t i
+    if kwnames is not NULL and PyTuple_GET_SIZE(<object>kwnames):
+        raise TypeError("schedule_as() takes no keyword arguments")
+    if nargs < 3:
+        raise TypeError(
+            f"schedule_as() takes task_type, delay_ms and fn positionally ({nargs} given)"
+        )
+    task_type = <object>args[0]
+    if not (PyType_Check(task_type)
+            and PyType_IsSubtype(<type>task_type, TimerTask)):
+        raise TypeError(f"task_type must be a TimerTask subclass, got {task_type!r}")
+    fn = <object>args[2]
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    cdef tuple rest = _EMPTY
+    if nargs > 3:
+        rest = tuple([<object>args[i] for i in range(3, nargs)])
+    return (<TimerCore>self)._schedule_as(task_type, <object>args[1], fn, rest)
+
+
 cdef tuple _EMPTY = ()
 cdef PyMethodDef _schedule_def
 cdef bytes _SCHEDULE_DOC = (
@@ -1238,9 +1327,21 @@ _schedule_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
 _schedule_def.ml_doc = _SCHEDULE_DOC
 
 
+cdef PyMethodDef _schedule_as_def
+cdef bytes _SCHEDULE_AS_DOC = (
+    "schedule_as($self, task_type, delay_ms, fn, /, *args)\n--\n\n"
+    + TimerCore.schedule_as.__doc__
+).encode()
+_schedule_as_def.ml_name = "schedule_as"
+_schedule_as_def.ml_meth = <void *>_schedule_as_fastcall
+_schedule_as_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_schedule_as_def.ml_doc = _SCHEDULE_AS_DOC
+
+
 cdef int _install_fast_schedule() except -1:
-    descr = PyDescr_NewMethod(<PyTypeObject *>TimerCore, &_schedule_def)
-    (<dict><object>(<_TypeWithDict *><PyObject *>TimerCore).tp_dict)["schedule"] = descr
+    cdef dict tp_dict = <dict><object>(<_TypeWithDict *><PyObject *>TimerCore).tp_dict
+    tp_dict["schedule"] = PyDescr_NewMethod(<PyTypeObject *>TimerCore, &_schedule_def)
+    tp_dict["schedule_as"] = PyDescr_NewMethod(<PyTypeObject *>TimerCore, &_schedule_as_def)
     PyType_Modified(<PyTypeObject *>TimerCore)
     return 0
 

@@ -34,7 +34,7 @@ import operator
 import threading
 import time
 from functools import partial
-from typing import Any, Callable, Iterable, Optional, SupportsIndex, cast
+from typing import Any, Callable, Iterable, Optional, SupportsIndex, TypeVar, cast
 
 __all__ = [
     "DEFAULT_TICK_MS",
@@ -67,6 +67,7 @@ _CANCELLED = 5
 _STATE_NAMES = ("idle", "pending", "expired", "running", "done", "cancelled")
 
 _LOCK = threading.RLock()
+_T = TypeVar("_T", bound="TimerTask")
 _monotonic_ns = time.monotonic_ns
 
 
@@ -821,6 +822,36 @@ class TimerCore:
             raise TypeError(f"fn must be callable, got {fn!r}")
         delay_ns = _delay_to_ns(delay_ms)
         task = TimerTask(delay_ms, fn, *args, **kwargs)
+        with _LOCK:
+            wake = self._add(task, delay_ns)
+        if wake:
+            self._on_wake()
+        return task
+
+    def schedule_as(
+        self, task_type: type[_T], delay_ms: int | float, fn: Callable[..., Any], /,
+        *args: Any,
+    ) -> _T:
+        """Like schedule(), but the task is a new instance of ``task_type``.
+
+        For TimerTask subclasses that add behaviour or slots (e.g. asyncio
+        handles): the instance is made without calling ``__init__`` (its
+        fields are set as ``TimerTask.__init__`` would) and added in the
+        same call.
+
+        Runtime complexity: O(levels).
+
+        :return: the new ``task_type`` instance, already added
+        :raises TypeError: if ``task_type`` is not a TimerTask subclass or
+            ``fn`` is not callable
+        """
+        if not (isinstance(task_type, type) and issubclass(task_type, TimerTask)):
+            raise TypeError(f"task_type must be a TimerTask subclass, got {task_type!r}")
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        delay_ns = _delay_to_ns(delay_ms)
+        task = task_type.__new__(task_type)
+        TimerTask.__init__(task, delay_ms, fn, *args)
         with _LOCK:
             wake = self._add(task, delay_ns)
         if wake:

@@ -114,6 +114,8 @@ _DRIVER_CONTEXT = _Context()
 _task_cancelled = TimerTask.cancelled.__get__
 # Unbound, so the hot path skips creating a bound method per call.
 _core_add = TimerCore.add
+# One C call that makes the handle (no __init__) and adds it (see TimerCore.schedule_as).
+_schedule_as = TimerCore.schedule_as
 
 
 def _delay_ms(value: object, name: str) -> float:
@@ -308,13 +310,14 @@ class TimerWheel(TimerCore):
             ctx = _copy_context()
             try:
                 if ctx:  # any variable set? (truth is len(), without a call)
-                    shared = _ContextTimerHandle(delay * 1000.0, callback, *args)
-                    shared._context = self._share(ctx)
-                    handle = shared
-                elif args:
-                    handle = TimerHandle(delay * 1000.0, callback, *args)
-                else:  # without *args the call skips building a new tuple
-                    handle = TimerHandle(delay * 1000.0, callback)
+                    shared = _schedule_as(
+                        self, _ContextTimerHandle, delay * 1000.0, callback, *args
+                    )
+                    shared._context = self._share(ctx)  # set before the loop runs it
+                    return shared
+                if args:
+                    return _schedule_as(self, TimerHandle, delay * 1000.0, callback, *args)
+                return _schedule_as(self, TimerHandle, delay * 1000.0, callback)  # no star-call
             except (TypeError, ValueError, OverflowError):
                 handle = self._new_handle(delay, callback, args, ctx, False)
         else:
@@ -517,13 +520,14 @@ def call_later(
         ctx = _copy_context()
         try:
             if ctx:  # any variable set? (truth is len(), without a call)
-                shared = _ContextTimerHandle(delay * 1000.0, callback, *args)
-                shared._context = wheel._share(ctx)
-                handle = shared
-            elif args:
-                handle = TimerHandle(delay * 1000.0, callback, *args)
-            else:  # without *args the call skips building a new tuple
-                handle = TimerHandle(delay * 1000.0, callback)
+                shared = _schedule_as(
+                    wheel, _ContextTimerHandle, delay * 1000.0, callback, *args
+                )
+                shared._context = wheel._share(ctx)  # set before the loop runs it
+                return shared
+            if args:
+                return _schedule_as(wheel, TimerHandle, delay * 1000.0, callback, *args)
+            return _schedule_as(wheel, TimerHandle, delay * 1000.0, callback)  # no star-call
         except (TypeError, ValueError, OverflowError):
             handle = wheel._new_handle(delay, callback, args, ctx, False)
     else:
