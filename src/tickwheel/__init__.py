@@ -23,6 +23,8 @@ from ._impl import (
     TimingWheel,
 )
 from ._version import __version__
+from .compat_sched import scheduler
+from .compat_threading import Timer
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 from .timer import MockTimer, SystemTimer
 
@@ -37,9 +39,11 @@ __all__ = [
     "MockTimer",
     "SystemTimer",
     "TaskCounter",
+    "Timer",
     "TimerTask",
     "TimerTaskEntry",
     "TimerTaskList",
     "TimingWheel",
     "__version__",
+    "scheduler",
 ]
