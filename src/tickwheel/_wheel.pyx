@@ -39,6 +39,8 @@ cdef enum:
     NS_PER_MS = 1_000_000
 cdef int64_t C_MAX_DELAY_MS = 2**62 // 1_000_000
 cdef int64_t C_MAX_TIME_MS = 2**62 // 1_000_000
+# Latest deadline: its nanoseconds must fit an int64 (clock + MAX_DELAY_MS does).
+cdef int64_t C_MAX_EXPIRATION_MS = (2**63 - 1) // 1_000_000
 
 # Task states; a task is counted by len(timer) while PENDING or EXPIRED.
 cdef enum:
@@ -112,6 +114,28 @@ cdef int64_t _check_positive(object value, str name, int64_t minimum) except? -1
     if result > 2**62:
         raise OverflowError(f"{name}={value!r} is out of range")
     return result
+
+
+cdef _check_reach(int64_t tick_ms, object wheel_size):
+    # Every deadline in the clock range must fit some level: an overflow wheel
+    # whose interval would pass 2**62 ms cannot be built, and finding that out
+    # half-way through an add would lose the task being moved.
+    span = tick_ms * wheel_size
+    while span <= 8 * C_MAX_TIME_MS:
+        if span * wheel_size > 2**62:
+            raise ValueError(
+                f"tick_ms={tick_ms} with wheel_size={wheel_size} cannot reach "
+                f"MAX_DELAY_MS (overflow wheels would pass 2**62 ms); "
+                "use a smaller wheel_size or tick_ms"
+            )
+        span *= wheel_size
+
+
+cdef int _past_clock_end(object delay_ms, int64_t now_ms) except -1:
+    raise OverflowError(
+        f"delay_ms={delay_ms!r} from now_ms={now_ms} puts the deadline past "
+        f"the end of the clock range ({C_MAX_EXPIRATION_MS} ms)"
+    )
 
 
 cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
@@ -924,6 +948,7 @@ cdef class TimerCore:
         self._manual = bool(manual)
         cdef int64_t tick = _check_positive(tick_ms, "tick_ms", 1)
         _check_positive(wheel_size, "wheel_size", 2)
+        _check_reach(tick, wheel_size)
         if start_ms is None:
             start_ms = 0 if manual else self._now_ns() // NS_PER_MS
         cdef int64_t start = _check_time(start_ms, "start_ms")
@@ -1096,6 +1121,13 @@ cdef class TimerCore:
             )
         cdef int64_t now_ns = self._now_ns()
         deadline_ns = now_ns + delay_ns
+        # Round up to the millisecond, then up to the tick: never early.
+        expiration = -_floordiv(-deadline_ns, NS_PER_MS)
+        if self._tick_ms != 1:
+            expiration = _ceil_to(expiration, self._tick_ms)
+        if expiration > C_MAX_EXPIRATION_MS:
+            # Refused before anything moves (a re-added task stays put).
+            _past_clock_end(task.delay_ms, _floordiv(now_ns, NS_PER_MS))
         if task._state == PENDING or task._state == EXPIRED:
             owner = task._list
             if owner is not None and owner._counter is not self._counter:
@@ -1106,10 +1138,6 @@ cdef class TimerCore:
             else:
                 self._counter.value -= 1
                 task._list = None
-        # Round up to the millisecond, then up to the tick: never early.
-        expiration = -_floordiv(-deadline_ns, NS_PER_MS)
-        if self._tick_ms != 1:
-            expiration = _ceil_to(expiration, self._tick_ms)
         task._expiration_ms = expiration
         task._state = PENDING
         before = len(self._queue._heap)

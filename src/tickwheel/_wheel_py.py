@@ -55,6 +55,8 @@ DEFAULT_WHEEL_SIZE = 20
 #: fit in a signed 64-bit integer on any monotonic clock reading.
 MAX_DELAY_MS = 2**62 // 1_000_000
 _MAX_TIME_MS = 2**62 // 1_000_000
+# Latest deadline: its nanoseconds must fit an int64 (clock + MAX_DELAY_MS does).
+_MAX_EXPIRATION_MS = (2**63 - 1) // 1_000_000
 _NS_PER_MS = 1_000_000
 
 # Task states.  A task is *counted* (``len(timer)``) while PENDING or EXPIRED.
@@ -90,6 +92,28 @@ def _check_positive(value: object, name: str, minimum: int) -> int:
     if result > 2**62:
         raise OverflowError(f"{name}={value!r} is out of range")
     return result
+
+
+def _check_reach(tick_ms: int, wheel_size: int) -> None:
+    # Every deadline in the clock range must fit some level: an overflow wheel
+    # whose interval would pass 2**62 ms cannot be built, and finding that out
+    # half-way through an add would lose the task being moved.
+    span = tick_ms * wheel_size
+    while span <= 8 * _MAX_TIME_MS:
+        if span * wheel_size > 2**62:
+            raise ValueError(
+                f"tick_ms={tick_ms} with wheel_size={wheel_size} cannot reach "
+                f"MAX_DELAY_MS (overflow wheels would pass 2**62 ms); "
+                "use a smaller wheel_size or tick_ms"
+            )
+        span *= wheel_size
+
+
+def _past_clock_end(delay_ms: object, now_ms: int) -> None:
+    raise OverflowError(
+        f"delay_ms={delay_ms!r} from now_ms={now_ms} puts the deadline past "
+        f"the end of the clock range ({_MAX_EXPIRATION_MS} ms)"
+    )
 
 
 def _delay_to_ns(delay_ms: object) -> int:
@@ -607,7 +631,12 @@ class TimingWheel:
                 bucket._link(entry)
                 # The bucket is queued once per time slot: only when its
                 # expiration changes does it need a (new) place in the queue.
-                if bucket.set_expiration(virtual_id * tick):
+                # Set unchecked, as the core does: a deadline may lie past
+                # the clock range (up to MAX_DELAY_MS beyond it), and raising
+                # here would leave the entry linked in an unqueued bucket.
+                slot = virtual_id * tick
+                if bucket._expiration_ms != slot:
+                    bucket._expiration_ms = slot
                     wheel._queue.offer(bucket)
                 return True
             if wheel._overflow is None:
@@ -725,6 +754,7 @@ class TimerCore:
         self._manual = bool(manual)
         tick_ms = _check_positive(tick_ms, "tick_ms", 1)
         wheel_size = _check_positive(wheel_size, "wheel_size", 2)
+        _check_reach(tick_ms, wheel_size)
         if start_ms is None:
             start_ms = 0 if manual else self._clock() // _NS_PER_MS
         start_ms = _check_time(start_ms, "start_ms")
@@ -868,6 +898,15 @@ class TimerCore:
                 f"{task!r} has run or been cancelled and released its callable; "
                 "schedule a new task"
             )
+        now_ns = self.now_ns
+        deadline_ns = now_ns + delay_ns
+        # Round up to the millisecond, then up to the tick: never early.
+        expiration = -((-deadline_ns) // _NS_PER_MS)
+        tick = self._tick_ms
+        expiration = -((-expiration) // tick) * tick
+        if expiration > _MAX_EXPIRATION_MS:
+            # Refused before anything moves (a re-added task stays put).
+            _past_clock_end(task._delay_ms, now_ns // _NS_PER_MS)
         state = task._state
         if state == _PENDING or state == _EXPIRED:
             owner = task._list

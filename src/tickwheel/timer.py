@@ -45,6 +45,8 @@ __all__ = ["MockTimer", "SystemTimer"]
 logger = logging.getLogger("tickwheel")
 
 _NS_PER_MS = 1_000_000
+# A manual clock may not pass this (the cores' now_ns range), rounded to whole ms.
+_CLOCK_END_NS = 2**62 // _NS_PER_MS * _NS_PER_MS
 
 ErrorHandler = Callable[[TimerTask, BaseException], Any]
 Executor = Union[None, Literal["inline"], concurrent.futures.Executor]
@@ -343,7 +345,14 @@ class _MockTimerMixin(_CoreBase):
         :raises ValueError: if ``ms`` is negative or not finite
         """
         step = _check_ms(ms, "ms")
-        return self._advance_to_ns(self.now_ns + step)
+        target = self.now_ns + step
+        if target > _CLOCK_END_NS:
+            # Refuse before running anything: the clock could not be set after.
+            raise OverflowError(
+                f"ms={ms!r} from now_ms={self.now_ms} moves the clock past the "
+                f"end of its range ({_CLOCK_END_NS // _NS_PER_MS} ms)"
+            )
+        return self._advance_to_ns(target)
 
     def advance_to(self, time_ms: int) -> bool:
         """Move the clock to the absolute time ``time_ms`` (>= now_ms); see advance_clock.
@@ -353,6 +362,11 @@ class _MockTimerMixin(_CoreBase):
         if isinstance(time_ms, bool) or not isinstance(time_ms, int):
             raise TypeError(f"time_ms must be an int, got {time_ms!r}")
         target = time_ms * _NS_PER_MS
+        if target > _CLOCK_END_NS:
+            raise OverflowError(
+                f"time_ms={time_ms!r} is past the end of the clock range "
+                f"({_CLOCK_END_NS // _NS_PER_MS} ms)"
+            )
         if target < self.now_ns:
             raise ValueError(
                 f"time_ms={time_ms!r} is before now_ms={self.now_ms}"
