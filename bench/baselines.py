@@ -113,7 +113,9 @@ def factories() -> dict[str, Callable[[], Any]]:
 # -- manual-clock drains (W3-manual): pure CPU cost per expiry ------------------
 
 
-def drain_tickwheel(timer_cls: Any, delays: list[int], fn: Callable[[], Any]) -> Callable[[], int]:
+def drain_tickwheel(
+    timer_cls: Any, delays: list[int], fn: Callable[[], Any]
+) -> Callable[[], int]:
     """Schedule on a MockTimer; the returned callable advances through the window."""
     timer = timer_cls()
     schedule = timer.schedule

@@ -61,7 +61,10 @@ def _percentiles(values: list[float]) -> dict[str, float]:
         return values[min(n - 1, max(0, round(p * (n - 1))))]
 
     return {
-        "min": values[0], "p50": q(0.50), "p99": q(0.99), "max": values[-1],
+        "min": values[0],
+        "p50": q(0.50),
+        "p99": q(0.99),
+        "max": values[-1],
         "mean": statistics.fmean(values),
     }
 
@@ -112,7 +115,9 @@ class _Recorder:
         }
 
 
-def lateness_tickwheel(n: int, pure: bool = False, executor: Any = None) -> dict[str, Any]:
+def lateness_tickwheel(
+    n: int, pure: bool = False, executor: Any = None
+) -> dict[str, Any]:
     from tickwheel import timer as tw
 
     cls = tw.PySystemTimer if pure else tw.SystemTimer
@@ -154,7 +159,7 @@ def lateness_loop(n: int, use_uvloop: bool) -> dict[str, Any]:
 def lateness_heapq(n: int) -> dict[str, Any]:
     """A heapq timer driven by the simplest loop: sleep until the head is due."""
     rec = _Recorder(n)
-    cb, mono = rec.cb, time.monotonic_ns
+    cb = rec.cb
     heap: list[list[Any]] = []
     seq = itertools.count()
     start = time.perf_counter()
@@ -175,7 +180,7 @@ def lateness_sched(n: int) -> dict[str, Any]:
     import sched
 
     rec = _Recorder(n)
-    cb, mono = rec.cb, time.monotonic_ns
+    cb = rec.cb
     s = sched.scheduler(time.monotonic)
     start = time.perf_counter()
     for deadline in _deadlines(n):
@@ -296,8 +301,11 @@ def main(argv: list[str] | None = None) -> int:
         result = memory(args.impl, args.n)
     else:
         result = gc_pause(args.impl, args.n)
-    result.update(what=args.what, impl=args.impl,
-                  peak_rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    result.update(
+        what=args.what,
+        impl=args.impl,
+        peak_rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    )
     print(json.dumps(result))
     return 0
 

@@ -24,7 +24,9 @@ def main(path: str) -> int:
         f"Machine: {machine.get('cpu', {}).get('brand_raw', '?')}, "
         f"Python {machine['python_version']}, commit {commit}; median of rounds.\n"
     )
-    impls = sorted({i for g in groups.values() for i in g}, key=lambda i: (i != "tickwheel", i))
+    impls = sorted(
+        {i for g in groups.values() for i in g}, key=lambda i: (i != "tickwheel", i)
+    )
     print("| workload | " + " | ".join(impls) + " |")
     print("|---|" + "---|" * len(impls))
     for group, res in sorted(groups.items()):

@@ -32,7 +32,15 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 
-LATENESS_IMPLS = ["tickwheel", "tickwheel-inline", "heapq", "sched", "asyncio", "uvloop", "tickwheel-py"]
+LATENESS_IMPLS = [
+    "tickwheel",
+    "tickwheel-inline",
+    "heapq",
+    "sched",
+    "asyncio",
+    "uvloop",
+    "tickwheel-py",
+]
 # sched is left out of W4/W6: its cancel is O(n) (cancelling 10^6 events is
 # quadratic), and its events sit in a plain heapq list like heapq's entries.
 MEMORY_IMPLS = ["tickwheel", "heapq", "asyncio", "uvloop", "tickwheel-py"]
@@ -40,10 +48,19 @@ MEMORY_IMPLS = ["tickwheel", "heapq", "asyncio", "uvloop", "tickwheel-py"]
 
 def _commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=HERE,
-                             capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=HERE, capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -71,8 +88,16 @@ def _available(impl: str) -> bool:
 
 def run_pytest_benchmark(n: int, sizes: str, json_path: str) -> dict[str, Any]:
     cmd = [
-        sys.executable, "-m", "pytest", HERE, "--benchmark-only", "-q",
-        "-p", "no:cacheprovider", f"--bench-n={n}", f"--bench-sizes={sizes}",
+        sys.executable,
+        "-m",
+        "pytest",
+        HERE,
+        "--benchmark-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--bench-n={n}",
+        f"--bench-sizes={sizes}",
         f"--benchmark-json={json_path}",
     ]
     print("$", " ".join(cmd), flush=True)
@@ -91,7 +116,9 @@ def run_measure(what: str, impl: str, n: int) -> dict[str, Any]:
 def summarize_benchmarks(data: dict[str, Any]) -> dict[str, Any]:
     """group -> impl -> ns/op (median), and W5 curves: group -> impl -> {n: ns/op}."""
     table: dict[str, dict[str, float]] = defaultdict(dict)
-    curves: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    curves: dict[str, dict[str, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(dict)
+    )
     for bench in data["benchmarks"]:
         n = bench["extra_info"]["n"]
         per_op = bench["stats"]["median"] / n * 1e9
@@ -131,40 +158,62 @@ def render_markdown(report: dict[str, Any]) -> str:
                 cells.append(f"{row[impl]:,.0f} ns ({row[impl] / base:.1f}×)")
         out.append(f"| {group} | " + " | ".join(cells) + " |")
 
-    out += ["", "**W3, real time**: N timers due within a 500 ms window; lateness = "
-            "fire time − requested deadline (ms)", "",
-            "| implementation | min | p50 | p99 | max | early fires | drain s |",
-            "|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "**W3, real time**: N timers due within a 500 ms window; lateness = "
+        "fire time − requested deadline (ms)",
+        "",
+        "| implementation | min | p50 | p99 | max | early fires | drain s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for impl, r in report["lateness"].items():
         q = r["lateness_ms"]
-        out.append(f"| {impl} (N={r['n']:,}) | {q['min']:.3f} | {q['p50']:.3f} | "
-                   f"{q['p99']:.3f} | {q['max']:.3f} | {r['early']} | {r['drain_s']:.3f} |")
+        out.append(
+            f"| {impl} (N={r['n']:,}) | {q['min']:.3f} | {q['p50']:.3f} | "
+            f"{q['p99']:.3f} | {q['max']:.3f} | {r['early']} | {r['drain_s']:.3f} |"
+        )
 
-    out += ["", "**W4, memory** per pending timer (shared no-op callback, handles kept "
-            "in a preallocated list), and what is still held after cancelling all", "",
-            "| implementation | tracemalloc B/timer | RSS B/timer | held after cancel-all |",
-            "|---|---|---|---|"]
+    out += [
+        "",
+        "**W4, memory** per pending timer (shared no-op callback, handles kept "
+        "in a preallocated list), and what is still held after cancelling all",
+        "",
+        "| implementation | tracemalloc B/timer | RSS B/timer | held after cancel |",
+        "|---|---|---|---|",
+    ]
     for impl, r in report["memory"].items():
         held_total = r["held_after_cancel_bytes_per_timer"] * r["traced_n"]
-        out.append(f"| {impl} | {r['traced_bytes_per_timer']:.1f} | "
-                   f"{r['rss_bytes_per_timer']:.1f} | "
-                   f"{r['held_after_cancel_bytes_per_timer']:.2f} B/timer "
-                   f"({held_total / 1024:,.0f} KiB for {r['traced_n']:,}) |")
+        out.append(
+            f"| {impl} | {r['traced_bytes_per_timer']:.1f} | "
+            f"{r['rss_bytes_per_timer']:.1f} | "
+            f"{r['held_after_cancel_bytes_per_timer']:.2f} B/timer "
+            f"({held_total / 1024:,.0f} KiB for {r['traced_n']:,}) |"
+        )
 
-    out += ["", "**W6, garbage collector**: median `gc.collect()` with N pending timers "
-            "vs none", "", "| implementation | empty ms | loaded ms | ratio |",
-            "|---|---|---|---|"]
+    out += [
+        "",
+        "**W6, garbage collector**: median `gc.collect()` with N pending timers "
+        "vs none",
+        "",
+        "| implementation | empty ms | loaded ms | ratio |",
+        "|---|---|---|---|",
+    ]
     for impl, r in report["gc"].items():
-        out.append(f"| {impl} (N={r['n']:,}) | {r['collect_empty_ms']:.2f} | "
-                   f"{r['collect_loaded_ms']:.2f} | {r['ratio']:.2f}× |")
+        out.append(
+            f"| {impl} (N={r['n']:,}) | {r['collect_empty_ms']:.2f} | "
+            f"{r['collect_loaded_ms']:.2f} | {r['ratio']:.2f}× |"
+        )
 
     curves = report["timed"]["curves"]
     if curves:
         out += ["", "**W5, scaling**: ns per operation by N", ""]
         for group in sorted(curves):
             sizes = sorted({n for c in curves[group].values() for n in c})
-            out.append(f"| {group} | " + " | ".join(f"{n:,}" for n in sizes)
-                       + " | largest ÷ smallest |")
+            out.append(
+                f"| {group} | "
+                + " | ".join(f"{n:,}" for n in sizes)
+                + " | largest ÷ smallest |"
+            )
             out.append("|---|" + "---|" * (len(sizes) + 1))
             for impl, curve in sorted(curves[group].items()):
                 cells = [f"{curve[n]:,.0f}" if n in curve else "–" for n in sizes]
@@ -183,16 +232,26 @@ def render_plots(report: dict[str, Any], stem: str) -> list[str]:
 
     written = []
     curves = report["timed"]["curves"]
-    titles = {"W5-add": "W1 add", "W5-sliding": "W2 add+cancel (sliding window)",
-              "W5-expire": "W3 expire (manual clock)"}
+    titles = {
+        "W5-add": "W1 add",
+        "W5-sliding": "W2 add+cancel (sliding window)",
+        "W5-expire": "W3 expire (manual clock)",
+    }
     groups = [g for g in ("W5-add", "W5-sliding", "W5-expire") if g in curves]
     if groups:
-        fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(groups), figsize=(5 * len(groups), 4), squeeze=False
+        )
         for ax, group in zip(axes[0], groups):
             for impl, curve in sorted(curves[group].items()):
                 ns = sorted(curve)
-                ax.plot(ns, [curve[n] for n in ns], marker="o", label=impl,
-                        linewidth=2.5 if impl == "tickwheel" else 1.2)
+                ax.plot(
+                    ns,
+                    [curve[n] for n in ns],
+                    marker="o",
+                    label=impl,
+                    linewidth=2.5 if impl == "tickwheel" else 1.2,
+                )
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(titles[group])
@@ -201,8 +260,10 @@ def render_plots(report: dict[str, Any], stem: str) -> list[str]:
             ax.grid(True, which="both", alpha=0.3)
         axes[0][0].legend(fontsize=8)
         meta = report["meta"]
-        fig.suptitle(f"tickwheel {meta['commit']} · Python {meta['python']} · {meta['cpu']}",
-                     fontsize=9)
+        fig.suptitle(
+            f"tickwheel {meta['commit']} · Python {meta['python']} · {meta['cpu']}",
+            fontsize=9,
+        )
         fig.tight_layout()
         for ext in ("png", "svg"):
             path = os.path.join(RESULTS, f"scaling.{ext}")
@@ -213,14 +274,20 @@ def render_plots(report: dict[str, Any], stem: str) -> list[str]:
         fig, ax = plt.subplots(figsize=(6, 4))
         for impl, r in report["lateness"].items():
             q = r["lateness_ms"]
-            ax.plot([0, 0.5, 0.99, 1.0], [q["min"], q["p50"], q["p99"], q["max"]],
-                    marker="o", label=impl)
+            ax.plot(
+                [0, 0.5, 0.99, 1.0],
+                [q["min"], q["p50"], q["p99"], q["max"]],
+                marker="o",
+                label=impl,
+            )
         ax.set_xticks([0, 0.5, 0.99, 1.0], ["min", "p50", "p99", "max"])
         ax.set_ylabel("lateness, ms (fire − deadline)")
         ax.set_yscale("symlog", linthresh=0.1)
         ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_title(f"W3: {next(iter(report['lateness'].values()))['n']:,} timers "
-                     "due within 500 ms")
+        ax.set_title(
+            f"W3: {next(iter(report['lateness'].values()))['n']:,} timers "
+            "due within 500 ms"
+        )
         ax.legend(fontsize=8)
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
@@ -250,10 +317,17 @@ def main(argv: list[str] | None = None) -> int:
 
     commit = _commit()
     meta = {
-        "cpu": _cpu(), "cores": os.cpu_count(), "platform": platform.platform(),
-        "python": platform.python_version(), "commit": commit, "n": n,
-        "sizes": sizes, "memory_n": memory_n, "accelerated": tickwheel.USE_EXTENSIONS,
-        "command": "python bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "cpu": _cpu(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "commit": commit,
+        "n": n,
+        "sizes": sizes,
+        "memory_n": memory_n,
+        "accelerated": tickwheel.USE_EXTENSIONS,
+        "command": "python bench/run.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
     }
     if not tickwheel.USE_EXTENSIONS:
@@ -261,11 +335,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         raw = run_pytest_benchmark(n, sizes, os.path.join(tmp, "pb.json"))
     report: dict[str, Any] = {"meta": meta, "timed": summarize_benchmarks(raw)}
-    report["lateness"] = {i: run_measure("lateness", i, n)
-                          for i in LATENESS_IMPLS if _available(i)}
-    report["memory"] = {i: run_measure("memory", i, memory_n)
-                        for i in MEMORY_IMPLS if _available(i)}
-    report["gc"] = {i: run_measure("gc", i, memory_n) for i in MEMORY_IMPLS if _available(i)}
+    report["lateness"] = {
+        i: run_measure("lateness", i, n) for i in LATENESS_IMPLS if _available(i)
+    }
+    report["memory"] = {
+        i: run_measure("memory", i, memory_n) for i in MEMORY_IMPLS if _available(i)
+    }
+    report["gc"] = {
+        i: run_measure("gc", i, memory_n) for i in MEMORY_IMPLS if _available(i)
+    }
     report["elapsed_s"] = time.time() - started
 
     machine = platform.machine()

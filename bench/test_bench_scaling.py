@@ -29,7 +29,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for impl in BIG_ONLY + ANY_N:
             if impl not in available or (impl in ANY_N and n > 100_000):
                 continue
-            if metafunc.function.__name__ == "test_w5_expire" and impl in ("asyncio", "uvloop"):
+            if metafunc.function.__name__ == "test_w5_expire" and impl in (
+                "asyncio",
+                "uvloop",
+            ):
                 continue  # no manual clock
             params.append(pytest.param((impl, n), id=f"{impl}-{n}"))
     metafunc.parametrize("scale", params)
@@ -67,8 +70,13 @@ def _run(benchmark, scale, made, body):
         return (made[-1], delays), {}
 
     benchmark.extra_info.update(n=n, impl=impl)
-    benchmark.pedantic(body, setup=setup, teardown=lambda *a: made[-1].close(),
-                       rounds=_rounds(n), iterations=1)
+    benchmark.pedantic(
+        body,
+        setup=setup,
+        teardown=lambda *a: made[-1].close(),
+        rounds=_rounds(n),
+        iterations=1,
+    )
 
 
 @pytest.mark.benchmark(group="W5-add")
@@ -113,4 +121,6 @@ def test_w5_expire(benchmark, scale):
         return (drain_heapq(window, _cb),), {}
 
     benchmark.extra_info.update(n=n, impl=impl)
-    benchmark.pedantic(lambda drain: drain(), setup=setup, rounds=_rounds(n), iterations=1)
+    benchmark.pedantic(
+        lambda drain: drain(), setup=setup, rounds=_rounds(n), iterations=1
+    )

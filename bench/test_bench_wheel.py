@@ -54,8 +54,11 @@ def _bench(benchmark, impl, made, run, args_for, n):
 
     benchmark.extra_info["n"] = n
     benchmark.pedantic(
-        run, setup=setup, teardown=lambda *a: made[-1].close(),
-        rounds=_rounds(impl), iterations=1,
+        run,
+        setup=setup,
+        teardown=lambda *a: made[-1].close(),
+        rounds=_rounds(impl),
+        iterations=1,
     )
 
 
@@ -91,7 +94,9 @@ def test_w2_bulk(benchmark, impl, delays, made):
         for i in order:
             cancel(handles[i])
 
-    _bench(benchmark, impl, made, run, lambda t: (t.schedule, t.cancel), 2 * len(delays))
+    _bench(
+        benchmark, impl, made, run, lambda t: (t.schedule, t.cancel), 2 * len(delays)
+    )
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -136,5 +141,7 @@ def test_w3_manual(benchmark, impl, n):
         return (drain,), {}
 
     benchmark.extra_info["n"] = n
-    benchmark.pedantic(lambda drain: drain(), setup=setup, rounds=_rounds(impl), iterations=1)
+    benchmark.pedantic(
+        lambda drain: drain(), setup=setup, rounds=_rounds(impl), iterations=1
+    )
     assert fired[0] % n == 0 and fired[0] > 0  # every round fired every timer

@@ -1,4 +1,4 @@
-"""TimerTaskList (bucket): link, unlink, flush, shared counter; _check() after each op."""
+"""TimerTaskList (bucket): link, unlink, flush, shared counter; _check() after ops."""
 
 from __future__ import annotations
 

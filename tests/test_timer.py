@@ -77,7 +77,11 @@ def test_mock_already_due_runs_inside_add(timers):
 def test_mock_expiration_kafka_ids(timers):
     # Kafka's TimerTest.testTaskExpiration on the manual clock, with order.
     timer = timers.MockTimer()
-    ids = list(range(5)) + [i for i in range(10, 100) for _ in (0, 1)] + list(range(100, 500))
+    ids = (
+        list(range(5))
+        + [i for i in range(10, 100) for _ in (0, 1)]
+        + list(range(100, 500))
+    )
     runs = collections.Counter()
     order = []
     for i in ids:
@@ -405,7 +409,9 @@ def test_system_due_task_never_runs_on_caller_thread(timers, no_thread_leak):
     ran_on = []
     done = threading.Event()
     with timers.SystemTimer() as timer:
-        timer.schedule(-1, lambda: (ran_on.append(threading.current_thread()), done.set()))
+        timer.schedule(
+            -1, lambda: (ran_on.append(threading.current_thread()), done.set())
+        )
         assert done.wait(10)
     assert ran_on[0] is not threading.current_thread()
     assert ran_on[0].name == "tickwheel-executor"
@@ -416,7 +422,9 @@ def test_system_executor_variants(timers, no_thread_leak):
         names = []
         done = threading.Event()
         with timers.SystemTimer(name="x", executor=executor) as timer:
-            timer.schedule(1, lambda: (names.append(threading.current_thread().name), done.set()))
+            timer.schedule(
+                1, lambda: (names.append(threading.current_thread().name), done.set())
+            )
             assert done.wait(10)
         expected = "x-reaper" if executor == "inline" else "pool"
         assert names[0].startswith(expected)
@@ -424,7 +432,9 @@ def test_system_executor_variants(timers, no_thread_leak):
             executor.shutdown()
 
 
-def test_system_executor_shutdown_cancels_due_tasks(timers, fake_clock, no_thread_leak, caplog):
+def test_system_executor_shutdown_cancels_due_tasks(
+    timers, fake_clock, no_thread_leak, caplog
+):
     pool = concurrent.futures.ThreadPoolExecutor(1)
     pool.shutdown()
     timer = timers.SystemTimer(reaper=False, executor=pool, clock=fake_clock)
@@ -447,7 +457,9 @@ def test_system_executor_shutdown_cancels_due_tasks(timers, fake_clock, no_threa
         ({"clock": 3}, TypeError, "clock must be callable, got 3"),
     ],
 )
-def test_system_bad_constructor_starts_no_thread(timers, kwargs, exc, match, no_thread_leak):
+def test_system_bad_constructor_starts_no_thread(
+    timers, kwargs, exc, match, no_thread_leak
+):
     with pytest.raises(exc, match=match):
         timers.SystemTimer(**kwargs)
 
@@ -478,8 +490,10 @@ def test_system_reaper_fires_on_its_own_in_order(timers, no_thread_leak):
         for delay in (300, 100, 200):
             timer.schedule(
                 delay,
-                lambda d=delay: (fired.append((d, time.monotonic_ns() - start)),
-                                 len(fired) == 3 and done.set()),
+                lambda d=delay: (
+                    fired.append((d, time.monotonic_ns() - start)),
+                    len(fired) == 3 and done.set(),
+                ),
             )
         assert done.wait(10)
         t0 = time.monotonic()
@@ -504,7 +518,11 @@ def test_system_reaper_wakes_for_earlier_bucket(timers, no_thread_leak):
 @pytest.mark.slow
 def test_system_expiration_kafka_ids(timers, no_thread_leak):
     # Kafka's TimerTest.testTaskExpiration with the real reaper.
-    ids = list(range(5)) + [i for i in range(10, 100) for _ in (0, 1)] + list(range(100, 500))
+    ids = (
+        list(range(5))
+        + [i for i in range(10, 100) for _ in (0, 1)]
+        + list(range(100, 500))
+    )
     runs = collections.Counter()
     lock = threading.Lock()
     latch = threading.Semaphore(0)
@@ -600,7 +618,11 @@ def test_schedule_as_respects_a_custom_new(timers):
 @pytest.mark.parametrize(
     "args, exc, match",
     [
-        ((int, 5, print), TypeError, "task_type must be a TimerTask subclass, got <class 'int'>"),
+        (
+            (int, 5, print),
+            TypeError,
+            "task_type must be a TimerTask subclass, got <class 'int'>",
+        ),
         (("x", 5, print), TypeError, "task_type must be a TimerTask subclass, got 'x'"),
         ((None, 5, print), TypeError, "task_type must be a TimerTask subclass"),
         (("T", 5, 3), TypeError, "fn must be callable, got 3"),

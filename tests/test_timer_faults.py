@@ -14,7 +14,9 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+@pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded:DeprecationWarning"
+)
 def test_fork_child_gets_working_timer_and_no_parent_tasks(timers, no_thread_leak):
     parent_ran = threading.Event()
     with timers.SystemTimer(name="forky") as timer:
@@ -29,7 +31,10 @@ def test_fork_child_gets_working_timer_and_no_parent_tasks(timers, no_thread_lea
                 timer.schedule(5, done.set)
                 if not done.wait(10):
                     code = 3  # the child's timer must work
-                if {t.name for t in timer.threads} != {"forky-reaper", "forky-executor"}:
+                if {t.name for t in timer.threads} != {
+                    "forky-reaper",
+                    "forky-executor",
+                }:
                     code = 4
                 timer.close()
             except BaseException:

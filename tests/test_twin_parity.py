@@ -40,8 +40,15 @@ def test_same_module_names(pair):
 
 @pytest.mark.parametrize(
     "name",
-    ["TaskCounter", "TimerTaskEntry", "TimerTask", "TimerTaskList", "DelayQueue",
-     "TimingWheel", "TimerCore"],
+    [
+        "TaskCounter",
+        "TimerTaskEntry",
+        "TimerTask",
+        "TimerTaskList",
+        "DelayQueue",
+        "TimingWheel",
+        "TimerCore",
+    ],
 )
 def test_same_members_docs_and_signatures(pair, name):
     c_cls, py_cls = getattr(pair[0], name), getattr(pair[1], name)
@@ -60,8 +67,13 @@ def test_same_members_docs_and_signatures(pair, name):
 
 @pytest.mark.parametrize(
     "name, positional",
-    [("TimerTask", (10,)), ("TimingWheel", ()), ("TimerCore", ()),
-     ("TimerTaskEntry", ()), ("TimerTaskList", ())],
+    [
+        ("TimerTask", (10,)),
+        ("TimingWheel", ()),
+        ("TimerCore", ()),
+        ("TimerTaskEntry", ()),
+        ("TimerTaskList", ()),
+    ],
 )
 def test_constructors_accept_the_twins_keywords(pair, name, positional):
     # Cython slot wrappers carry no signature, so check behaviour instead:

@@ -94,7 +94,9 @@ def make_machine(timers, tick_ms: int):
                 self._model_run(tid, at)
 
         # -- rules ------------------------------------------------------------------
-        @rule(target=tasks, delay=DELAYS, child=st.one_of(st.none(), st.integers(-3, 300)))
+        @rule(
+            target=tasks, delay=DELAYS, child=st.one_of(st.none(), st.integers(-3, 300))
+        )
         def add(self, delay: int, child: int | None):
             tid = next(self.ids)
             task = self.Task(delay)

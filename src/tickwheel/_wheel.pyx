@@ -1010,7 +1010,7 @@ cdef class TimerCore:
 
     @property
     def next_expiration_ms(self):
-        """When the next bucket is due (ms), the current time if tasks are ready, or None."""
+        """When the next bucket is due (ms); now_ms if tasks are ready; None if idle."""
         if self._ready:
             return self.now_ms
         return self._queue.next_expiration_ms
@@ -1165,7 +1165,7 @@ cdef class TimerCore:
         return ready
 
     def poll(self, now_ms, bint step=False):
-        """Advance the wheel through every bucket due at ``now_ms``; return expired tasks.
+        """Advance through every bucket due at ``now_ms``; return the expired tasks.
 
         Tasks come out in expiration order (to the tick).  With ``step=True``
         it stops after the first time slot that expired at least one task,

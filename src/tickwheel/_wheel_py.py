@@ -33,8 +33,9 @@ import numbers
 import operator
 import threading
 import time
+from collections.abc import Iterable
 from functools import partial
-from typing import Any, Callable, Iterable, Optional, SupportsIndex, TypeVar, cast
+from typing import Any, Callable, SupportsIndex, TypeVar, cast
 
 __all__ = [
     "DEFAULT_TICK_MS",
@@ -222,8 +223,12 @@ class TimerTask(TimerTaskEntry):
     __slots__ = ("_fn", "_args", "_delay_ms", "_state", "_spent")
 
     def __init__(
-        self, delay_ms: int | float, fn: Optional[Callable[..., Any]] = None, /,
-        *args: Any, **kwargs: Any
+        self,
+        delay_ms: int | float,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *args: Any,
+        **kwargs: Any,
     ) -> None:
         self._expiration_ms = 0
         self._prev = self._next = None
@@ -251,7 +256,7 @@ class TimerTask(TimerTaskEntry):
         self._delay_ms = _normalize_delay(value)
 
     @property
-    def fn(self) -> Optional[Callable[..., Any]]:
+    def fn(self) -> Callable[..., Any] | None:
         """The callable run() calls, or None (subclass, or released after use)."""
         return self._fn
 
@@ -567,13 +572,22 @@ class TimingWheel:
     """
 
     __slots__ = (
-        "_tick_ms", "_wheel_size", "_interval_ms", "_buckets", "_current_time_ms",
-        "_overflow", "_counter", "_queue",
+        "_tick_ms",
+        "_wheel_size",
+        "_interval_ms",
+        "_buckets",
+        "_current_time_ms",
+        "_overflow",
+        "_counter",
+        "_queue",
     )
 
     def __init__(
-        self, tick_ms: int = DEFAULT_TICK_MS, wheel_size: int = DEFAULT_WHEEL_SIZE,
-        start_ms: int = 0, counter: TaskCounter | None = None,
+        self,
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
+        start_ms: int = 0,
+        counter: TaskCounter | None = None,
         queue: DelayQueue | None = None,
     ) -> None:
         self._tick_ms = _check_positive(tick_ms, "tick_ms", 1)
@@ -592,7 +606,8 @@ class TimingWheel:
     wheel_size = property(lambda self: self._wheel_size, doc="Number of buckets.")
     interval_ms = property(lambda self: self._interval_ms, doc="tick_ms * wheel_size.")
     current_time_ms = property(
-        lambda self: self._current_time_ms, doc="The wheel's clock, a multiple of tick_ms."
+        lambda self: self._current_time_ms,
+        doc="The wheel's clock, a multiple of tick_ms.",
     )
     overflow_wheel = property(
         lambda self: self._overflow, doc="The next level up, or None until needed."
@@ -641,8 +656,11 @@ class TimingWheel:
                 return True
             if wheel._overflow is None:
                 wheel._overflow = TimingWheel(
-                    wheel._interval_ms, wheel._wheel_size, current,
-                    wheel._counter, wheel._queue,
+                    wheel._interval_ms,
+                    wheel._wheel_size,
+                    current,
+                    wheel._counter,
+                    wheel._queue,
                 )
             wheel = wheel._overflow
 
@@ -690,7 +708,10 @@ class TimingWheel:
                 over = wheel._overflow
                 if over._tick_ms != wheel._interval_ms:
                     raise AssertionError("overflow tick must equal the child interval")
-                if over._counter is not wheel._counter or over._queue is not wheel._queue:
+                if (
+                    over._counter is not wheel._counter
+                    or over._queue is not wheel._queue
+                ):
                     raise AssertionError("overflow wheel must share counter and queue")
             for index, bucket in enumerate(wheel._buckets):
                 bucket._check()
@@ -744,8 +765,11 @@ class TimerCore:
     """
 
     def __init__(
-        self, tick_ms: int = DEFAULT_TICK_MS, wheel_size: int = DEFAULT_WHEEL_SIZE,
-        start_ms: int | None = None, clock: Callable[[], int] | None = None,
+        self,
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
+        start_ms: int | None = None,
+        clock: Callable[[], int] | None = None,
         manual: bool = False,
     ) -> None:
         if clock is not None and not callable(clock):
@@ -761,7 +785,9 @@ class TimerCore:
         self._manual_now_ns = start_ms * _NS_PER_MS
         self._counter = TaskCounter()
         self._queue = DelayQueue()
-        self._wheel = TimingWheel(tick_ms, wheel_size, start_ms, self._counter, self._queue)
+        self._wheel = TimingWheel(
+            tick_ms, wheel_size, start_ms, self._counter, self._queue
+        )
         self._tick_ms = tick_ms
         # Expired tasks point at this (never linked) bucket so that running or
         # cancelling them can still find the counter.
@@ -812,7 +838,7 @@ class TimerCore:
 
     @property
     def next_expiration_ms(self) -> int | None:
-        """When the next bucket is due (ms), the current time if tasks are ready, or None."""
+        """When the next bucket is due (ms); now_ms if tasks are ready; None if idle."""
         with _LOCK:
             if self._ready:
                 return self.now_ms
@@ -838,7 +864,12 @@ class TimerCore:
             self._on_wake()
 
     def schedule(
-        self, delay_ms: int | float, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+        self,
+        delay_ms: int | float,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        **kwargs: Any,
     ) -> TimerTask:
         """Run ``fn(*args, **kwargs)`` in ``delay_ms`` milliseconds.
 
@@ -859,7 +890,11 @@ class TimerCore:
         return task
 
     def schedule_as(
-        self, task_type: type[_T], delay_ms: int | float, fn: Callable[..., Any], /,
+        self,
+        task_type: type[_T],
+        delay_ms: int | float,
+        fn: Callable[..., Any],
+        /,
         *args: Any,
     ) -> _T:
         """Like schedule(), but the task is a new instance of ``task_type``.
@@ -876,7 +911,9 @@ class TimerCore:
             ``fn`` is not callable
         """
         if not (isinstance(task_type, type) and issubclass(task_type, TimerTask)):
-            raise TypeError(f"task_type must be a TimerTask subclass, got {task_type!r}")
+            raise TypeError(
+                f"task_type must be a TimerTask subclass, got {task_type!r}"
+            )
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
         delay_ns = _delay_to_ns(delay_ms)
@@ -918,12 +955,6 @@ class TimerCore:
             else:
                 self._counter.value -= 1
                 task._list = None
-        now_ns = self.now_ns
-        deadline_ns = now_ns + delay_ns
-        # Round up to the millisecond, then up to the tick: never early.
-        expiration = -((-deadline_ns) // _NS_PER_MS)
-        tick = self._tick_ms
-        expiration = -((-expiration) // tick) * tick
         task._expiration_ms = expiration
         task._state = _PENDING
         before = len(self._queue._heap)
@@ -953,7 +984,7 @@ class TimerCore:
             return ready
 
     def poll(self, now_ms: int, step: bool = False) -> list[TimerTask]:
-        """Advance the wheel through every bucket due at ``now_ms``; return expired tasks.
+        """Advance through every bucket due at ``now_ms``; return the expired tasks.
 
         Tasks come out in expiration order (to the tick).  With ``step=True``
         it stops after the first time slot that expired at least one task,
@@ -1009,8 +1040,10 @@ class TimerCore:
         self.cancel_all()
 
     def _run(
-        self, tasks: Iterable[TimerTask],
-        on_error: Callable[[TimerTask, BaseException], Any], set_clock: bool = False,
+        self,
+        tasks: Iterable[TimerTask],
+        on_error: Callable[[TimerTask, BaseException], Any],
+        set_clock: bool = False,
     ) -> int:
         """Run each task still expired (skipping cancelled/re-added ones).
 

@@ -35,7 +35,7 @@ import os
 import threading
 import weakref
 from queue import SimpleQueue
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 from . import _wheel_py
 from ._impl import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, TimerCore, TimerTask
@@ -113,12 +113,12 @@ class _SystemTimerMixin(_CoreBase):
         name: str = "tickwheel",
         tick_ms: int = DEFAULT_TICK_MS,
         wheel_size: int = DEFAULT_WHEEL_SIZE,
-        start_ms: Optional[int] = None,
+        start_ms: int | None = None,
         executor: Executor = None,
         reaper: bool = True,
         *,
-        clock: Optional[Callable[[], int]] = None,
-        on_error: Optional[ErrorHandler] = None,
+        clock: Callable[[], int] | None = None,
+        on_error: ErrorHandler | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty str, got {name!r}")
@@ -139,9 +139,9 @@ class _SystemTimerMixin(_CoreBase):
         self._executor = executor
         self._cond = threading.Condition(threading.Lock())
         self._stopping = False
-        self._batches: Optional[SimpleQueue[Optional[list[TimerTask]]]] = None
-        self._worker: Optional[threading.Thread] = None
-        self._reaper: Optional[threading.Thread] = None
+        self._batches: SimpleQueue[list[TimerTask] | None] | None = None
+        self._worker: threading.Thread | None = None
+        self._reaper: threading.Thread | None = None
         self._use_reaper = bool(reaper)
         self._start_threads()
         _LIVE.add(self)
@@ -177,7 +177,7 @@ class _SystemTimerMixin(_CoreBase):
         with self._cond:
             self._cond.notify_all()
 
-    def _due_in_ns(self) -> Optional[int]:
+    def _due_in_ns(self) -> int | None:
         """Nanoseconds until the next bucket is due (<= 0: due now), or None."""
         nxt = self.next_expiration_ms
         if nxt is None:
@@ -224,7 +224,8 @@ class _SystemTimerMixin(_CoreBase):
                 n = sum(task.cancel() for task in batch)
                 logger.error(
                     "tickwheel timer %r: executor refused %d due task(s); cancelled",
-                    self.name, n,
+                    self.name,
+                    n,
                 )
 
     def _run_batch(self, batch: list[TimerTask]) -> None:
@@ -251,7 +252,7 @@ class _SystemTimerMixin(_CoreBase):
             self._run_batch(batch)
 
     # -- public API -----------------------------------------------------------
-    def advance_clock(self, timeout_ms: Union[int, float] = 0) -> bool:
+    def advance_clock(self, timeout_ms: int | float = 0) -> bool:
         """Wait up to ``timeout_ms`` for a bucket to be due, then expire what is due.
 
         Kafka's ``advanceClock``: for ``reaper=False`` timers driven by the
@@ -288,7 +289,7 @@ class _SystemTimerMixin(_CoreBase):
         """
         self._close(join_timeout=None)
 
-    def _close(self, join_timeout: Optional[float]) -> None:
+    def _close(self, join_timeout: float | None) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
@@ -321,7 +322,7 @@ class _MockTimerMixin(_CoreBase):
         tick_ms: int = DEFAULT_TICK_MS,
         wheel_size: int = DEFAULT_WHEEL_SIZE,
         *,
-        on_error: Optional[ErrorHandler] = None,
+        on_error: ErrorHandler | None = None,
     ) -> None:
         if on_error is not None and not callable(on_error):
             raise TypeError(f"on_error must be callable, got {on_error!r}")
@@ -335,7 +336,7 @@ class _MockTimerMixin(_CoreBase):
         if ready:
             self._run(ready, self._on_error, True)
 
-    def advance_clock(self, ms: Union[int, float]) -> bool:
+    def advance_clock(self, ms: int | float) -> bool:
         """Move the clock forward by ``ms`` and run every task that comes due.
 
         Tasks run in deadline order; while one runs, ``now_ms`` reads its
@@ -355,7 +356,9 @@ class _MockTimerMixin(_CoreBase):
         return self._advance_to_ns(target)
 
     def advance_to(self, time_ms: int) -> bool:
-        """Move the clock to the absolute time ``time_ms`` (>= now_ms); see advance_clock.
+        """Move the clock to the absolute time ``time_ms`` (>= now_ms).
+
+        See advance_clock.
 
         :raises ValueError: if ``time_ms`` is before the current time
         """
@@ -368,9 +371,7 @@ class _MockTimerMixin(_CoreBase):
                 f"({_CLOCK_END_NS // _NS_PER_MS} ms)"
             )
         if target < self.now_ns:
-            raise ValueError(
-                f"time_ms={time_ms!r} is before now_ms={self.now_ms}"
-            )
+            raise ValueError(f"time_ms={time_ms!r} is before now_ms={self.now_ms}")
         return self._advance_to_ns(target)
 
     def _advance_to_ns(self, target_ns: int) -> bool:
