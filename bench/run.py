@@ -24,7 +24,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from typing import Any
@@ -86,12 +85,15 @@ def _available(impl: str) -> bool:
     return True
 
 
+SUITE = ["test_bench_wheel.py", "test_bench_scaling.py"]  # W1, W2, W3-manual, W5
+
+
 def run_pytest_benchmark(n: int, sizes: str, json_path: str) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
         "pytest",
-        HERE,
+        *(os.path.join(HERE, f) for f in SUITE),
         "--benchmark-only",
         "-q",
         "-p",
@@ -120,6 +122,8 @@ def summarize_benchmarks(data: dict[str, Any]) -> dict[str, Any]:
         lambda: defaultdict(dict)
     )
     for bench in data["benchmarks"]:
+        if "n" not in bench.get("extra_info", {}):
+            continue  # not one of this suite's workloads
         n = bench["extra_info"]["n"]
         per_op = bench["stats"]["median"] / n * 1e9
         if bench["group"].startswith("W5-"):
@@ -332,8 +336,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not tickwheel.USE_EXTENSIONS:
         print("warning: tickwheel runs without its C extension", file=sys.stderr)
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = run_pytest_benchmark(n, sizes, os.path.join(tmp, "pb.json"))
+    machine = platform.machine()
+    stem = args.name or f"{machine}-py{platform.python_version()}-{commit}"
+    # The raw pytest-benchmark JSON is kept next to the report.
+    raw = run_pytest_benchmark(n, sizes, os.path.join(RESULTS, f"{stem}-raw.json"))
     report: dict[str, Any] = {"meta": meta, "timed": summarize_benchmarks(raw)}
     report["lateness"] = {
         i: run_measure("lateness", i, n) for i in LATENESS_IMPLS if _available(i)
@@ -346,8 +352,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     report["elapsed_s"] = time.time() - started
 
-    machine = platform.machine()
-    stem = args.name or f"{machine}-py{platform.python_version()}-{commit}"
     with open(os.path.join(RESULTS, f"{stem}.json"), "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)
     markdown = render_markdown(report)
