@@ -36,9 +36,11 @@ from .engine import (
     INPUT_COLUMNS,
     OUTCOME_SCHEMA,
     OUTPUT_SCHEMA,
+    RECORD_LAYOUT,
     REJECTED_SCHEMA,
     SIZE_SCHEMA,
     _check_lag,
+    record_columns,
     normalize_timeouts,
     resolve_batches,
 )
@@ -122,7 +124,7 @@ def spark_session(
     return spark
 
 
-def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame]:
+def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame | None]:
     """Cast the input columns to the binding types; split off malformed rows.
 
     A value that does not cast (``"abc"`` as ``ts_ms``) makes the row a
@@ -131,7 +133,10 @@ def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame]:
     request_id``.  All other checks (nulls, kinds, negative values) run in the
     engine, row by row.
 
-    :return: (clean events with exactly the eight columns, rejected rows)
+    Runs one Spark job at once (finding duplicated ids); the rest is lazy.
+
+    :return: (clean events with exactly the eight columns, rejected rows or
+        None when no row was rejected here)
     :raises ValueError: if a column is missing
     """
     missing = [c for c in INPUT_COLUMNS if c not in events.columns]
@@ -161,23 +166,32 @@ def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame]:
         flagged = events.select(*casts, reason.alias("reason"))
         rejected_parts.append(flagged.where(F.col("reason").isNotNull()))
         typed = flagged.where(F.col("reason").isNull()).drop("reason")
+    # Duplicates, in two steps: find the duplicated ids (one aggregation over
+    # two columns; nearly always none), then, only if there are any, split
+    # them off with a broadcast join.  A join planned up front would shuffle
+    # every event by request_id just to find nothing.
     is_produce = (F.col("kind") == "produce") & F.col("request_id").isNotNull()
     dup_ids = (
         typed.where(is_produce)
         .groupBy("request_id")
         .count()
         .where(F.col("count") > 1)
-        .select("request_id", F.lit(True).alias("_dup"))
+        .select("request_id")
+        .localCheckpoint()
     )
-    marked = typed.join(dup_ids, "request_id", "left").withColumn(
-        "_dup", F.coalesce(F.col("_dup") & is_produce, F.lit(False))
-    )
-    clean = marked.where(~F.col("_dup")).select(*INPUT_COLUMNS)
-    rejected_parts.append(
-        marked.where(F.col("_dup"))
-        .select(*INPUT_COLUMNS)
-        .withColumn("reason", F.lit("duplicate request_id"))
-    )
+    clean = typed
+    if not dup_ids.isEmpty():
+        marked = typed.join(
+            F.broadcast(dup_ids.withColumn("_dup", F.lit(True))), "request_id", "left"
+        ).withColumn("_dup", F.coalesce(F.col("_dup") & is_produce, F.lit(False)))
+        clean = marked.where(~F.col("_dup")).select(*INPUT_COLUMNS)
+        rejected_parts.append(
+            marked.where(F.col("_dup"))
+            .select(*INPUT_COLUMNS)
+            .withColumn("reason", F.lit("duplicate request_id"))
+        )
+    if not rejected_parts:
+        return clean, None
     rejected = functools.reduce(DataFrame.unionByName, rejected_parts)
     return clean, rejected
 
@@ -242,10 +256,15 @@ def resolve_all(
         )
     )
     if rejected_early is not None:
+        layout = RECORD_LAYOUT["rejected"]
+        generic = {v: k for k, v in layout.items()}
         early = rejected_early.select(
             F.lit("rejected").alias("record"),
             *[
-                F.col(f.name) if f.name in REJECTED_SCHEMA.names
+                F.col(f.name)
+                if f.name == "partition"
+                else F.col(generic[f.name]).cast(f.dataType).alias(f.name)
+                if f.name in generic
                 else F.lit(None).cast(f.dataType).alias(f.name)
                 for f in OUTPUT_SPARK_SCHEMA.fields
                 if f.name != "record"
@@ -256,12 +275,35 @@ def resolve_all(
         union = union.persist(StorageLevel.MEMORY_AND_DISK)
     record = F.col("record")
     return ReplayFrames(
-        outcomes=union.where(record == "outcome").select(*OUTCOME_SCHEMA.names),
-        purgatory_size=union.where(record == "size").select(*SIZE_SCHEMA.names),
-        rejected=union.where(record == "rejected").select(*REJECTED_SCHEMA.names),
-        meta=union.where(record == "meta").select("worker", "accelerated", "events"),
+        outcomes=_named(union.where(record == "outcome"), "outcome"),
+        purgatory_size=_named(union.where(record == "size"), "size"),
+        rejected=_named(union.where(record == "rejected"), "rejected"),
+        meta=_named(union.where(record == "meta"), "meta"),
         union=union,
     )
+
+
+def _named(rows: DataFrame, record: str) -> DataFrame:
+    """The union's rows of ``record`` with their named columns (see RECORD_LAYOUT)."""
+    layout = RECORD_LAYOUT[record]
+    columns: list[Column] = []
+    for name, (how, what, dtype) in record_columns(record).items():
+        spark_type = _ARROW_TO_SPARK[dtype]
+        if how == "col":
+            columns.append(F.col(what).cast(spark_type).alias(name))
+        elif name == "deadline_ms":
+            columns.append((F.col(layout["arrival_ms"]) + F.col(layout["timeout_ms"])).alias(name))
+        elif name == "latency_ms":
+            columns.append((F.col(layout["done_ms"]) - F.col(layout["arrival_ms"])).alias(name))
+        elif name == "outcome":
+            columns.append(
+                F.when(F.col(layout["expired"]) == 1, F.lit("expired"))
+                .otherwise(F.lit("completed"))
+                .alias(name)
+            )
+        else:  # pragma: no cover - RECORD_LAYOUT and record_columns agree
+            raise AssertionError(f"no rule for {record}.{name}")
+    return rows.select(*columns)
 
 
 def resolve(

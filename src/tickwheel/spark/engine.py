@@ -137,25 +137,76 @@ META_SCHEMA = pa.schema(
 )
 
 
-def _union_schema() -> pa.Schema:
-    fields: dict[str, pa.DataType] = {"record": pa.string()}
-    for schema in (OUTCOME_SCHEMA, SIZE_SCHEMA, REJECTED_SCHEMA, META_SCHEMA):
-        for field in schema:
-            if field.name in fields and fields[field.name] != field.type:
-                raise AssertionError(f"column {field.name!r} has two types")
-            fields[field.name] = field.type
-    return pa.schema(list(fields.items()))
-
-
-#: The one schema resolve_batches yields: a tagged union of the outputs
-#: (``record`` is "outcome", "size", "rejected" or "meta").
-OUTPUT_SCHEMA = _union_schema()
+#: The one schema resolve_batches yields: a narrow tagged union of the
+#: outputs.  ``record`` is "outcome", "size", "rejected" or "meta"; the
+#: generic columns i0..i6 (int64) and s1, s2 (string) hold each record's
+#: fields as laid out in RECORD_LAYOUT.  Narrow, because every column costs
+#: twice on Spark (Arrow to the JVM, then the cache); derived columns
+#: (deadline, latency, the outcome's name) are computed when splitting.
+OUTPUT_SCHEMA = pa.schema(
+    [("record", pa.string()), ("partition", pa.string())]
+    + [(f"i{k}", pa.int64()) for k in range(7)]
+    + [("s1", pa.string()), ("s2", pa.string())]
+)
+RECORD_LAYOUT: dict[str, dict[str, str]] = {
+    "outcome": {
+        "request_id": "i0",
+        "arrival_ms": "i1",
+        "timeout_ms": "i2",
+        "done_ms": "i3",
+        "expired": "i4",
+    },
+    "size": {
+        "window_start_ms": "i0",
+        "pending_end": "i1",
+        "pending_max": "i2",
+        "arrivals": "i3",
+        "completed": "i4",
+        "expired": "i5",
+        "timeout_ms": "i6",
+    },
+    "rejected": {
+        "ts_ms": "i0",
+        "request_id": "i1",
+        "required_offset": "i2",
+        "timeout_ms": "i3",
+        "replica": "i4",
+        "fetch_offset": "i5",
+        "kind": "s1",
+        "reason": "s2",
+    },
+    "meta": {"events": "i0", "accelerated": "i1", "worker": "s1"},
+}
 RECORD_SCHEMAS = {
     "outcome": OUTCOME_SCHEMA,
     "size": SIZE_SCHEMA,
     "rejected": REJECTED_SCHEMA,
     "meta": META_SCHEMA,
 }
+
+
+def record_columns(record: str) -> dict[str, Any]:
+    """How to compute each named column of ``record`` from the union's columns.
+
+    Returns name -> ("col", generic name, type) or ("expr", formula, type), in
+    the record's schema order; used by split_output (Arrow) and the Spark glue.
+    """
+    layout = RECORD_LAYOUT[record]
+    derived = {
+        "deadline_ms": "arrival_ms + timeout_ms",
+        "latency_ms": "done_ms - arrival_ms",
+        "outcome": "expired ? 'expired' : 'completed'",
+    }
+    out: dict[str, Any] = {}
+    for field in RECORD_SCHEMAS[record]:
+        if field.name == "partition":
+            out[field.name] = ("col", "partition", field.type)
+        elif field.name in layout:
+            out[field.name] = ("col", layout[field.name], field.type)
+        else:
+            out[field.name] = ("expr", derived[field.name], field.type)
+    return out
+
 
 _KIND_FETCH, _KIND_PRODUCE, _KIND_OTHER, _KIND_NULL = 0, 1, 2, 3
 
@@ -513,21 +564,25 @@ def _kind_codes(column: pa.Array) -> np.ndarray:
 
 
 def _union_batch(record: str, columns: dict[str, Any], n: int) -> pa.RecordBatch:
+    """One union batch of ``n`` rows of ``record`` from its named columns."""
+    generic = {RECORD_LAYOUT[record][k]: v for k, v in columns.items() if k != "partition"}
     arrays = []
     for field in OUTPUT_SCHEMA:
         if field.name == "record":
             arrays.append(pa.repeat(pa.scalar(record, pa.string()), n))
-        elif field.name in columns:
-            value = columns[field.name]
-            if isinstance(value, (pa.Array, pa.ChunkedArray)):
-                value = value.cast(field.type)
-                if isinstance(value, pa.ChunkedArray):
-                    value = value.combine_chunks()
-                arrays.append(value)
-            else:
-                arrays.append(pa.array(value, field.type))
-        else:
+            continue
+        value = columns.get("partition") if field.name == "partition" else generic.get(
+            field.name
+        )
+        if value is None:
             arrays.append(pa.nulls(n, field.type))
+        elif isinstance(value, (pa.Array, pa.ChunkedArray)):
+            value = value.cast(field.type)
+            if isinstance(value, pa.ChunkedArray):
+                value = value.combine_chunks()
+            arrays.append(value)
+        else:
+            arrays.append(pa.array(value, field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 
@@ -663,7 +718,7 @@ def resolve_batches(
         "meta",
         {
             "worker": [f"{os.uname().nodename}:{os.getpid()}"],
-            "accelerated": [bool(tickwheel.USE_EXTENSIONS)],
+            "accelerated": [int(bool(tickwheel.USE_EXTENSIONS))],
             "events": [events],
         },
         1,
@@ -797,11 +852,9 @@ def _flush(
                 "request_id": request_id,
                 "partition": pa.repeat(pa.scalar(name, pa.string()), m),
                 "arrival_ms": arrival,
-                "deadline_ms": arrival + timeout,
-                "outcome": pc.if_else(pa.array(expired), "expired", "completed"),
-                "done_ms": done_ms,
-                "latency_ms": done_ms - arrival,
                 "timeout_ms": timeout,
+                "done_ms": done_ms,
+                "expired": expired.astype(np.int64),
             },
             m,
         )
@@ -918,13 +971,28 @@ class ReplayResult(NamedTuple):
 
 
 def split_output(batches: Iterable[pa.RecordBatch]) -> ReplayResult:
-    """Split resolve_batches output (the tagged union) into its three tables."""
+    """Split resolve_batches output (the tagged union) into its named tables."""
     union = pa.Table.from_batches(list(batches), schema=OUTPUT_SCHEMA)
     record = union.column("record")
 
     def part(kind: str) -> pa.Table:
         rows = union.filter(pc.equal(record, kind))
-        return rows.select(RECORD_SCHEMAS[kind].names).cast(RECORD_SCHEMAS[kind])
+        named: dict[str, Any] = {}
+        for name, (how, what, dtype) in record_columns(kind).items():
+            if how == "col":
+                named[name] = rows.column(what)
+        if kind == "outcome":
+            named["deadline_ms"] = pc.add(named["arrival_ms"], named["timeout_ms"])
+            named["latency_ms"] = pc.subtract(named["done_ms"], named["arrival_ms"])
+            named["outcome"] = pc.if_else(
+                pc.equal(rows.column(RECORD_LAYOUT["outcome"]["expired"]), 1),
+                "expired",
+                "completed",
+            )
+        schema = RECORD_SCHEMAS[kind]
+        return pa.table(
+            [named[f.name].cast(f.type) for f in schema], schema=schema
+        )
 
     return ReplayResult(
         part("outcome"), part("size"), part("rejected"), part("meta").to_pylist()

@@ -268,7 +268,7 @@ def run_replay(
     fmt: str | None = None,
     ui: bool = False,
     plots: bool = True,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     spark: Any = None,
 ) -> int:
     """Run the replay job; return the exit code (0: nothing rejected, 1: some rows).
@@ -278,8 +278,11 @@ def run_replay(
     :param master: Spark master URL
     :param timeout_ms: None (row timeouts) or timeouts to sweep in one pass
     :param replica_lag_max_ms: None (fixed ISR) or the ISR lag limit
+    :param out: where progress and the summary go (default: sys.stdout)
     :param spark: an existing SparkSession to use (default: build one)
     """
+    if out is None:
+        out = sys.stdout
     from ._glue import resolve_all, spark_session
     from .engine import _check_lag, normalize_timeouts
 
