@@ -56,7 +56,9 @@ def make_machine(timers, tick_ms: int):
 
         # -- the online model --------------------------------------------------------
         def deadline(self, delay: int) -> int:
-            return _ceil_to(self.timer.now_ms + delay, tick_ms)
+            # A task already due runs at once: the clock never goes back.
+            now = self.timer.now_ms
+            return max(now, _ceil_to(now + delay, tick_ms))
 
         def schedule_model(self, tid: int, delay: int) -> None:
             self.pending[tid] = self.deadline(delay)
@@ -73,6 +75,10 @@ def make_machine(timers, tick_ms: int):
             action = task.action
             if action is None or not self.objects:
                 return
+            if action[0] != "again":
+                # Once per task: two tasks that keep moving each other to
+                # "due now" would otherwise run forever inside one add().
+                task.action = None
             if action[0] == "cancel":
                 other = self.objects[action[1] % len(self.objects)]
                 expect = other.tid in self.pending
@@ -81,17 +87,11 @@ def make_machine(timers, tick_ms: int):
                     self.errors.append(f"cancel({other.tid}) from {tid}: expected {expect}")
             elif action[0] == "move":
                 other = self.objects[action[1] % len(self.objects)]
-                if other.cancelled:
-                    return  # a cancelled callable-less subclass task can be re-added,
-                    # but keep the model simple: only live tasks move
+                # Moves a pending task, or arms a finished/cancelled one anew
+                # (subclass tasks may be re-added); already due runs inside add.
                 other.delay_ms = action[2]
-                if other is task or other.tid not in self.pending:
-                    # Re-adding a task that is not pending arms it anew.
-                    pass
                 self.schedule_model(other.tid, action[2])
                 self.timer.add(other)
-                if action[2] <= 0 or self.deadline(action[2]) <= now:
-                    pass  # already due: runs inside add (recursively checked)
             elif action[0] == "again":
                 left = task.left = getattr(task, "left", action[2]) - 1
                 if left >= 0:

@@ -332,6 +332,21 @@ class TimerTask(TimerTaskEntry):
         )
 
 
+def _break_ring(bucket: TimerTaskList) -> None:
+    # Unlink every node of a bucket that is going away, tolerating a ring
+    # already broken: in a cyclic-garbage batch finalizers run in any order.
+    root = getattr(bucket, "_root", None)  # None if __init__ raised
+    if root is None:
+        return
+    node = root._next
+    while node is not None and node is not root:
+        nxt = node._next
+        node._prev = node._next = None
+        node._list = None
+        node = nxt
+    root._prev = root._next = None
+
+
 class TimerTaskList:
     """A bucket: a circular doubly-linked list of entries with a sentinel root.
 
@@ -370,6 +385,12 @@ class TimerTaskList:
 
     def __len__(self) -> int:
         return self._size
+
+    def __del__(self) -> None:
+        # As the core's __dealloc__: entries keep their bucket alive, so this
+        # runs for an empty bucket (break the sentinel's self-loop so
+        # refcounting frees it, not the cyclic GC) or for garbage.
+        _break_ring(self)
 
     def add(self, entry: TimerTaskEntry) -> None:
         """Link ``entry`` at the tail, first unlinking it from any bucket it is in."""
@@ -614,6 +635,13 @@ class TimingWheel:
     )
     counter = property(lambda self: self._counter, doc="The shared TaskCounter.")
     queue = property(lambda self: self._queue, doc="The shared DelayQueue of buckets.")
+
+    def __del__(self) -> None:
+        # As the core's __dealloc__: nodes reference their bucket, so without
+        # this the rings would keep every bucket (and pending task) alive
+        # until the cyclic GC ran.
+        for bucket in getattr(self, "_buckets", ()):  # () if __init__ raised
+            _break_ring(bucket)
 
     def bucket(self, index: int) -> TimerTaskList:
         """The bucket at ``index`` (0 <= index < wheel_size)."""

@@ -143,6 +143,9 @@ class _SystemTimerMixin(_CoreBase):
         self._worker: threading.Thread | None = None
         self._reaper: threading.Thread | None = None
         self._use_reaper = bool(reaper)
+        # Due tasks a BaseException (Ctrl-C) cut short on the advance_clock
+        # caller's thread: still expired and counted, run by the next call.
+        self._undone: list[TimerTask] = []
         self._start_threads()
         _LIVE.add(self)
 
@@ -200,21 +203,24 @@ class _SystemTimerMixin(_CoreBase):
             except BaseException:  # the reaper must survive anything
                 logger.exception("tickwheel reaper %r: error while expiring", self.name)
 
-    def _expire_due(self) -> bool:
+    def _expire_due(self, reraise: bool = False) -> bool:
         batch = self.poll(self.now_ms)
+        if self._undone:
+            batch = self._undone + batch
+            self._undone = []
         if batch:
-            self._dispatch(batch)
+            self._dispatch(batch, reraise)
             return True
         return False
 
     # -- running expired tasks -----------------------------------------------
-    def _dispatch(self, batch: list[TimerTask]) -> None:
+    def _dispatch(self, batch: list[TimerTask], reraise: bool = False) -> None:
         executor = self._executor
         if executor is None:
             assert self._batches is not None
             self._batches.put(batch)
         elif executor == "inline":
-            self._run_batch(batch)
+            self._run_batch(batch, reraise)
         else:
             try:
                 executor.submit(self._run_batch, batch)
@@ -228,7 +234,7 @@ class _SystemTimerMixin(_CoreBase):
                     n,
                 )
 
-    def _run_batch(self, batch: list[TimerTask]) -> None:
+    def _run_batch(self, batch: list[TimerTask], reraise: bool = False) -> None:
         while True:
             if self.closed:
                 for task in batch:
@@ -238,6 +244,13 @@ class _SystemTimerMixin(_CoreBase):
                 self._run(batch, self._on_error)
                 return
             except BaseException:
+                if reraise:
+                    # On the thread driving advance_clock a KeyboardInterrupt
+                    # must reach the caller (it used to be logged and lost).
+                    # The rest of the batch stays expired: the next call runs
+                    # it (_run skips what already ran), close() cancels it.
+                    self._undone = batch + self._undone
+                    raise
                 # A task raised SystemExit/KeyboardInterrupt-like exceptions;
                 # the rest of the batch is still expired, so loop and go on.
                 logger.exception("tickwheel timer %r: task aborted", self.name)
@@ -258,13 +271,18 @@ class _SystemTimerMixin(_CoreBase):
         Kafka's ``advanceClock``: for ``reaper=False`` timers driven by the
         caller (it is also safe alongside the reaper).
 
+        With ``executor="inline"`` the due tasks run on the calling thread,
+        and a ``KeyboardInterrupt`` (or other non-``Exception``) raised by one
+        propagates to the caller; the tasks of that batch that had not run yet
+        stay due and run on the next call (``close()`` cancels them).
+
         :return: True iff at least one task expired
         :raises ValueError: if ``timeout_ms`` is negative or not finite
         """
         wait_ns = _check_ms(timeout_ms, "timeout_ms")
         deadline = self.now_ns + wait_ns
         with self._cond:
-            while True:
+            while not self._undone:
                 due_in = self._due_in_ns()
                 if due_in is not None and due_in <= 0:
                     break
@@ -274,7 +292,7 @@ class _SystemTimerMixin(_CoreBase):
                 if due_in is not None:
                     left = min(left, due_in)
                 self._cond.wait(left / 1e9)
-        return self._expire_due()
+        return self._expire_due(reraise=True)
 
     @property
     def threads(self) -> list[threading.Thread]:
@@ -294,6 +312,9 @@ class _SystemTimerMixin(_CoreBase):
             self._stopping = True
             self._cond.notify_all()
         self._close_core()
+        undone, self._undone = self._undone, []
+        for task in undone:
+            task.cancel()
         _LIVE.discard(self)
         if self._batches is not None:
             self._batches.put(None)
