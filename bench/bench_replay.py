@@ -10,7 +10,8 @@ times (medians reported):
 * **SQL oracle**: ``tests/spark/sql_oracle.py`` (running HW by window
   functions, first time it reaches each offset), read Parquet -> write the
   outcomes as Parquet.  It answers the fixed-ISR question only.
-* **replay**: ``tickwheel.spark.resolve_all`` (cast/duplicate checks,
+* **replay**: what ``tickwheel replay`` does before its summary
+  (``tickwheel.spark._glue.replay_to``: cast/duplicate checks,
   ``repartition.sortWithinPartitions.mapInArrow`` into the engine), read
   Parquet -> write outcomes/, purgatory_size/ and rejected/.
 * **replay, 6-timeout sweep**: the same, replaying six timeouts in one pass
@@ -51,7 +52,7 @@ SWEEP = [30_000, 10_000, 5_000, 2_000, 1_000, 500]
 
 
 def tree_cpu_s() -> float:
-    """User+system CPU seconds of this process and all its descendants (live or reaped)."""
+    """User+system CPU seconds of this process and its descendants (live or reaped)."""
     me = os.getpid()
     parent: dict[int, int] = {}
     times: dict[int, float] = {}
@@ -94,14 +95,19 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--quick", action="store_true", help="100,000 requests, 1 repetition")
+    parser.add_argument(
+        "--quick", action="store_true", help="100,000 requests, 1 repetition"
+    )
     parser.add_argument("--no-sweep", action="store_true")
-    parser.add_argument("--workdir", default=None, help="where the trace and outputs go")
+    parser.add_argument(
+        "--workdir", default=None, help="where the trace and outputs go"
+    )
     args = parser.parse_args()
     if args.quick:
         args.requests, args.repeat = min(args.requests, 100_000), 1
 
-    from tickwheel.spark import resolve_all, spark_session
+    from tickwheel.spark import spark_session
+    from tickwheel.spark._glue import replay_to
     from tickwheel.spark.engine import resolve_batches
     from tickwheel.spark.trace import write_trace
 
@@ -110,11 +116,15 @@ def main() -> int:
     if not os.path.exists(trace):
         t0 = time.perf_counter()
         table = write_trace(trace, args.requests, args.partitions, seed=1)
-        print(f"trace: {table.num_rows:,} events in {time.perf_counter() - t0:.1f} s -> {trace}")
+        print(
+            f"trace: {table.num_rows:,} events in {time.perf_counter() - t0:.1f} s "
+            f"-> {trace}"
+        )
     out = os.path.join(work, "out")
 
-    spark = spark_session(args.master, "tickwheel-bench", ui=False, progress=False,
-                          shuffle_partitions=4)
+    spark = spark_session(
+        args.master, "tickwheel-bench", ui=False, progress=False, shuffle_partitions=4
+    )
 
     def run_sql() -> None:
         events = spark.read.parquet(trace)
@@ -122,14 +132,7 @@ def main() -> int:
 
     def run_replay(timeouts: Any = None) -> Callable[[], None]:
         def go() -> None:
-            events = spark.read.parquet(trace)
-            frames = resolve_all(events, timeouts)
-            frames.outcomes.write.mode("overwrite").parquet(os.path.join(out, "outcomes"))
-            frames.purgatory_size.write.mode("overwrite").parquet(
-                os.path.join(out, "purgatory_size")
-            )
-            frames.rejected.write.mode("overwrite").parquet(os.path.join(out, "rejected"))
-            frames.unpersist()
+            replay_to(spark.read.parquet(trace), os.path.join(out, "replay"), timeouts)
 
         return go
 
@@ -140,8 +143,11 @@ def main() -> int:
     for i in range(args.repeat):
         results["sql"].append(timed(run_sql))
         results["replay"].append(timed(run_replay()))
-        print(f"  run {i + 1}: sql {results['sql'][-1][0]:.2f} s, "
-              f"replay {results['replay'][-1][0]:.2f} s", flush=True)
+        print(
+            f"  run {i + 1}: sql {results['sql'][-1][0]:.2f} s, "
+            f"replay {results['replay'][-1][0]:.2f} s",
+            flush=True,
+        )
     if not args.no_sweep:
         results["replay, 6-timeout sweep"] = [timed(run_replay(SWEEP))]
     spark.stop()
@@ -151,8 +157,16 @@ def main() -> int:
     import pyarrow.parquet as pq
 
     table = pq.read_table(trace)
-    table = table.take(pc.sort_indices(table, sort_keys=[
-        ("partition", "ascending"), ("ts_ms", "ascending"), ("kind", "ascending")]))
+    table = table.take(
+        pc.sort_indices(
+            table,
+            sort_keys=[
+                ("partition", "ascending"),
+                ("ts_ms", "ascending"),
+                ("kind", "ascending"),
+            ],
+        )
+    )
     batches = table.to_batches(max_chunksize=65_536)
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in resolve_batches(batches):
@@ -160,28 +174,44 @@ def main() -> int:
     engine_wall, engine_cpu = time.perf_counter() - t0, time.process_time() - c0
     shutil.rmtree(out, ignore_errors=True)
 
-    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
-           for k, v in results.items()}
-    sha = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True).stdout.strip() or "?"
+    med = {
+        k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+        for k, v in results.items()
+    }
+    sha = (
+        subprocess.run(
+            ["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        or "?"
+    )
     print()
-    print(f"{args.requests:,} requests, {args.partitions} partitions, {table.num_rows:,} "
-          f"events; {args.master}; median of {args.repeat} (sweep: 1 run)")
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, tickwheel "
-          f"{'accelerated' if tickwheel.USE_EXTENSIONS else 'pure Python'}, commit {sha}")
+    print(
+        f"{args.requests:,} requests, {args.partitions} partitions, {table.num_rows:,} "
+        f"events; {args.master}; median of {args.repeat} (sweep: 1 run)"
+    )
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, tickwheel "
+        f"{'accelerated' if tickwheel.USE_EXTENSIONS else 'pure Python'}, commit {sha}"
+    )
     print()
     print("| pipeline | wall s | CPU s | wall vs SQL |")
     print("|---|---:|---:|---:|")
     for name, (wall, cpu) in med.items():
         print(f"| {name} | {wall:.2f} | {cpu:.2f} | {wall / med['sql'][0]:.2f}x |")
-    print(f"| engine alone, 1 core, no Spark | {engine_wall:.2f} | {engine_cpu:.2f} | "
-          f"{table.num_rows / engine_cpu:,.0f} events/s, "
-          f"{args.requests / engine_cpu:,.0f} requests/s |")
+    print(
+        f"| engine alone, 1 core, no Spark | {engine_wall:.2f} | {engine_cpu:.2f} | "
+        f"{table.num_rows / engine_cpu:,.0f} events/s, "
+        f"{args.requests / engine_cpu:,.0f} requests/s |"
+    )
     ratio = med["replay"][0] / med["sql"][0]
     print()
-    print(f"goal: replay within 1.5x of SQL -> {ratio:.2f}x: "
-          f"{'MET' if ratio <= 1.5 else 'MISSED'}")
+    print(
+        f"goal: replay within 1.5x of SQL -> {ratio:.2f}x: "
+        f"{'MET' if ratio <= 1.5 else 'MISSED'}"
+    )
     return 0
 
 

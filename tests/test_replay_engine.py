@@ -26,18 +26,33 @@ from tickwheel.spark.engine import (  # noqa: E402
 from tickwheel.spark.trace import EVENT_SCHEMA, generate_trace, malformed_rows  # noqa: E402
 
 
-def P(ts: int, rid: int, offset: int, timeout: int, partition: str = "p") -> dict[str, Any]:
-    return dict(ts_ms=ts, partition=partition, kind="produce", request_id=rid,
-                required_offset=offset, timeout_ms=timeout)
+def P(
+    ts: int, rid: int, offset: int, timeout: int, partition: str = "p"
+) -> dict[str, Any]:
+    return dict(
+        ts_ms=ts,
+        partition=partition,
+        kind="produce",
+        request_id=rid,
+        required_offset=offset,
+        timeout_ms=timeout,
+    )
 
 
 def F(ts: int, replica: int, offset: int, partition: str = "p") -> dict[str, Any]:
-    return dict(ts_ms=ts, partition=partition, kind="fetch", replica=replica,
-                fetch_offset=offset)
+    return dict(
+        ts_ms=ts,
+        partition=partition,
+        kind="fetch",
+        replica=replica,
+        fetch_offset=offset,
+    )
 
 
 def run(rows: list[dict[str, Any]], **kw: Any) -> Any:
-    return replay_table(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), check=True, **kw)
+    return replay_table(
+        pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), check=True, **kw
+    )
 
 
 def outcomes(rows: list[dict[str, Any]], **kw: Any) -> dict[Any, tuple[str, int]]:
@@ -91,9 +106,17 @@ def test_replay_timeout_zero_completes_only_if_already_satisfied():
 
 
 def test_replay_partition_without_followers_completes_everything_at_arrival():
-    rows = [P(0, 1, 10, 100, "solo"), P(4, 2, 20, 0, "solo"), P(1, 3, 5, 10, "q"),
-            F(2, 7, 5, "q")]
-    assert outcomes(rows) == {1: ("completed", 0), 2: ("completed", 4), 3: ("completed", 2)}
+    rows = [
+        P(0, 1, 10, 100, "solo"),
+        P(4, 2, 20, 0, "solo"),
+        P(1, 3, 5, 10, "q"),
+        F(2, 7, 5, "q"),
+    ]
+    assert outcomes(rows) == {
+        1: ("completed", 0),
+        2: ("completed", 4),
+        3: ("completed", 2),
+    }
 
 
 def test_replay_follower_leo_is_zero_until_its_first_fetch():
@@ -105,7 +128,11 @@ def test_replay_follower_leo_is_zero_until_its_first_fetch():
 def test_replay_end_of_log_runs_the_clock_on_to_every_deadline():
     rows = [F(0, 1, 0), P(10, 1, 5, 30_000), P(20, 2, 6, 500), P(21, 3, 7, 1_000_000)]
     got = outcomes(rows)
-    assert got == {1: ("expired", 30_010), 2: ("expired", 520), 3: ("expired", 1_000_021)}
+    assert got == {
+        1: ("expired", 30_010),
+        2: ("expired", 520),
+        3: ("expired", 1_000_021),
+    }
 
 
 def test_replay_completion_order_does_not_matter_for_out_of_order_offsets():
@@ -189,11 +216,25 @@ def test_replay_empty_isr_completes_requests_at_the_leader():
 
 # -- purgatory size -------------------------------------------------------------------
 def test_purgatory_sizes_by_second():
-    rows = [P(0, 1, 10, 5_000), P(500, 2, 11, 5_000), F(1_200, 1, 10), F(1_300, 2, 10),
-            P(1_400, 3, 1, 5)]
+    rows = [
+        P(0, 1, 10, 5_000),
+        P(500, 2, 11, 5_000),
+        F(1_200, 1, 10),
+        F(1_300, 2, 10),
+        P(1_400, 3, 1, 5),
+    ]
     size = run(rows).purgatory_size.to_pylist()
-    assert [(r["window_start_ms"], r["pending_end"], r["pending_max"], r["arrivals"],
-             r["completed"], r["expired"]) for r in size] == [
+    assert [
+        (
+            r["window_start_ms"],
+            r["pending_end"],
+            r["pending_max"],
+            r["arrivals"],
+            r["completed"],
+            r["expired"],
+        )
+        for r in size
+    ] == [
         (0, 2, 2, 2, 0, 0),
         (1_000, 1, 2, 1, 2, 0),  # request 1 completes at 1300, request 3 at once
         (2_000, 1, 1, 0, 0, 0),
@@ -240,11 +281,22 @@ def test_replay_rejects_every_malformed_row_with_its_reason():
     reasons = sorted(r["reason"] for r in result.rejected.to_pylist())
     assert reasons == sorted(
         [
-            "unknown kind", "null kind", "null ts_ms", "null partition",
-            "null request_id", "null required_offset", "null timeout_ms",
-            "negative timeout_ms", "negative required_offset", "timeout_ms out of range",
-            "ts_ms out of range", "null replica", "null fetch_offset",
-            "negative fetch_offset", "duplicate request_id", "duplicate request_id",
+            "unknown kind",
+            "null kind",
+            "null ts_ms",
+            "null partition",
+            "null request_id",
+            "null required_offset",
+            "null timeout_ms",
+            "negative timeout_ms",
+            "negative required_offset",
+            "timeout_ms out of range",
+            "ts_ms out of range",
+            "null replica",
+            "null fetch_offset",
+            "negative fetch_offset",
+            "duplicate request_id",
+            "duplicate request_id",
         ]
     )
     assert set(reasons) == set(REJECT_REASONS)
@@ -252,7 +304,9 @@ def test_replay_rejects_every_malformed_row_with_its_reason():
     assert result.outcomes.num_rows == 1
     # Rejected rows keep their input values.
     by_id = {r["request_id"]: r for r in result.rejected.to_pylist()}
-    assert by_id[17]["timeout_ms"] == -1 and by_id[17]["reason"] == "negative timeout_ms"
+    assert (
+        by_id[17]["timeout_ms"] == -1 and by_id[17]["reason"] == "negative timeout_ms"
+    )
 
 
 def test_replay_generated_malformed_rows_are_all_rejected():
@@ -273,10 +327,14 @@ def test_resolve_batches_rejects_later_copies_of_an_id_it_has_seen():
 
 # -- input contract and settings ----------------------------------------------------
 def test_resolve_batches_refuses_unsorted_input():
-    batch = pa.RecordBatch.from_pylist([P(5, 1, 1, 10), F(3, 1, 1)], schema=EVENT_SCHEMA)
+    batch = pa.RecordBatch.from_pylist(
+        [P(5, 1, 1, 10), F(3, 1, 1)], schema=EVENT_SCHEMA
+    )
     with pytest.raises(ValueError, match="not sorted by \\(ts_ms, kind\\)"):
         list(resolve_batches([batch]))
-    batch = pa.RecordBatch.from_pylist([P(5, 1, 1, 10), F(5, 1, 1)], schema=EVENT_SCHEMA)
+    batch = pa.RecordBatch.from_pylist(
+        [P(5, 1, 1, 10), F(5, 1, 1)], schema=EVENT_SCHEMA
+    )
     with pytest.raises(ValueError, match="not sorted"):
         list(resolve_batches([batch]))
 
@@ -333,7 +391,7 @@ def test_resolve_batches_yields_the_union_schema_and_one_meta_record():
 
     batches = list(resolve_batches([]))
     assert len(batches) == 1 and batches[0].schema == OUTPUT_SCHEMA
-    assert len(OUTPUT_SCHEMA) <= 11
+    assert len(OUTPUT_SCHEMA) <= 12
     meta = split_output(batches).workers
     assert meta[0]["accelerated"] is tickwheel.USE_EXTENSIONS
     assert meta[0]["events"] == 0
@@ -368,6 +426,18 @@ def test_spark_package_is_not_imported_by_tickwheel():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
-    code = "import sys, tickwheel; assert 'tickwheel.spark' not in sys.modules; print('ok')"
+    code = (
+        "import sys, tickwheel; "
+        "assert 'tickwheel.spark' not in sys.modules; print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.parametrize("name", ["tickwheel.spark.engine", "tickwheel.spark.trace"])
+def test_replay_module_doctests(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

@@ -21,15 +21,13 @@ SPARK_TESTS_DIR = os.path.dirname(__file__)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "spark: needs pyspark and a JVM (session fixture)")
+    config.addinivalue_line(
+        "markers", "spark: needs pyspark and a JVM (session fixture)"
+    )
     # Targeted: pyspark's own deprecation noise on import/arrow paths, which
     # filterwarnings=error would turn into failures of our tests.
-    config.addinivalue_line(
-        "filterwarnings", "ignore::DeprecationWarning:pyspark.*"
-    )
-    config.addinivalue_line(
-        "filterwarnings", "ignore::DeprecationWarning:py4j.*"
-    )
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pyspark.*")
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:py4j.*")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:

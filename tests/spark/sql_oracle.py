@@ -77,7 +77,9 @@ def sql_oracle(events: Any) -> Any:
     ]
     hw = F.least(*leos, big) if slots else big
     ev = ev.withColumn("hw", F.when(F.col("is_produce") == 0, hw))
-    key = F.when(F.col("is_produce") == 1, F.col("required_offset")).otherwise(F.col("hw"))
+    key = F.when(F.col("is_produce") == 1, F.col("required_offset")).otherwise(
+        F.col("hw")
+    )
     by_offset = (
         Window.partitionBy("partition")
         .orderBy(key.desc(), F.col("is_produce"))
@@ -89,11 +91,7 @@ def sql_oracle(events: Any) -> Any:
     deadline = F.col("ts_ms") + F.col("timeout_ms")
     at_once = (F.col("n_followers") == 0) | (F.col("first_ms") <= arrival)
     in_time = F.col("first_ms") < deadline
-    done = (
-        F.when(at_once, arrival)
-        .when(in_time, F.col("first_ms"))
-        .otherwise(deadline)
-    )
+    done = F.when(at_once, arrival).when(in_time, F.col("first_ms")).otherwise(deadline)
     return produces.select(
         "request_id",
         "partition",

@@ -29,8 +29,10 @@ def to_arrow(df: Any, schema: Any) -> Any:
 
 
 def canonical(table: Any, schema: Any) -> Any:
-    return table.select(schema.names).cast(schema).sort_by(
-        [(c, "ascending") for c in schema.names]
+    return (
+        table.select(schema.names)
+        .cast(schema)
+        .sort_by([(c, "ascending") for c in schema.names])
     )
 
 
@@ -95,9 +97,13 @@ def test_spark_csv_values_that_do_not_cast_are_rejected_not_fatal(spark, tmp_pat
 
     frames = resolve_all(read_events(spark, str(path)))
     try:
-        rejected = sorted((r["reason"], r["request_id"]) for r in frames.rejected.collect())
+        rejected = sorted(
+            (r["reason"], r["request_id"]) for r in frames.rejected.collect()
+        )
         assert rejected == [("invalid timeout_ms", 3), ("invalid ts_ms", 2)]
-        assert [(r["request_id"], r["done_ms"]) for r in frames.outcomes.collect()] == [(1, 3)]
+        assert [(r["request_id"], r["done_ms"]) for r in frames.outcomes.collect()] == [
+            (1, 3)
+        ]
     finally:
         frames.unpersist()
 
@@ -117,8 +123,14 @@ def test_spark_job_writes_outputs_summary_and_plots(spark, tmp_path):
     out = tmp_path / "out"
     log = tmp_path / "log.txt"
     with open(log, "w") as fh:
-        code = run_replay(events, str(out), timeout_ms=[30_000, 1_000],
-                          replica_lag_max_ms=5_000, out=fh, spark=spark)
+        code = run_replay(
+            events,
+            str(out),
+            timeout_ms=[30_000, 1_000],
+            replica_lag_max_ms=5_000,
+            out=fh,
+            spark=spark,
+        )
     assert code == 1  # malformed rows were rejected
     for name in ("outcomes", "purgatory_size", "rejected"):
         assert (out / name / "_SUCCESS").exists()
@@ -127,7 +139,10 @@ def test_spark_job_writes_outputs_summary_and_plots(spark, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(r["timeout_ms"] for r in summary["overall"]) == [1_000, 30_000]
     assert summary["rejected"] == {
-        "unknown kind": 1, "null kind": 1, "null ts_ms": 1, "null partition": 1
+        "unknown kind": 1,
+        "null kind": 1,
+        "null ts_ms": 1,
+        "null partition": 1,
     }
     assert all(r["requests"] == 2_000 for r in summary["overall"])
     text = log.read_text()
@@ -138,26 +153,90 @@ def test_spark_job_writes_outputs_summary_and_plots(spark, tmp_path):
     clean = tmp_path / "clean"
     write_trace(clean, 500, 2, seed=9)
     with open(log, "w") as fh:
-        assert run_replay(str(clean), str(tmp_path / "out2"), out=fh, spark=spark,
-                          plots=False) == 0
+        assert (
+            run_replay(
+                str(clean), str(tmp_path / "out2"), out=fh, spark=spark, plots=False
+            )
+            == 0
+        )
 
 
 def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
     from tickwheel.__main__ import main
 
     out = tmp_path / "demo"
-    code = main(["replay", "--demo", str(out), "--requests", "800", "--partitions", "3",
-                 "--master", "local[2]", "--no-plots", "--timeout-ms", "30000,50"])
+    code = main(
+        [
+            "replay",
+            "--demo",
+            str(out),
+            "--requests",
+            "800",
+            "--partitions",
+            "3",
+            "--master",
+            "local[2]",
+            "--no-plots",
+            "--timeout-ms",
+            "30000,50",
+        ]
+    )
     assert code == 0
     assert (out / "input").is_dir() and (out / "outcomes" / "_SUCCESS").exists()
     text = capsys.readouterr().out
     assert "[replay 6/6] done" in text and "(all)" in text
 
     trace = tmp_path / "trace"
-    assert main(["gen-trace", str(trace), "--requests", "50", "--partitions", "2",
-                 "--malformed", "3"]) == 0
-    assert main(["replay", str(trace), str(tmp_path / "o"), "--master", "local[2]",
-                 "--no-plots"]) == 1  # the malformed rows
+    assert (
+        main(
+            [
+                "gen-trace",
+                str(trace),
+                "--requests",
+                "50",
+                "--partitions",
+                "2",
+                "--malformed",
+                "3",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "replay",
+                str(trace),
+                str(tmp_path / "o"),
+                "--master",
+                "local[2]",
+                "--no-plots",
+            ]
+        )
+        == 1
+    )  # the malformed rows
     assert main(["replay", str(tmp_path / "nope"), str(tmp_path / "o2")]) == 2
     with pytest.raises(SystemExit):
         main(["replay", "--timeout-ms", "x,y", str(trace), str(tmp_path / "o3")])
+
+
+def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):
+    from tickwheel.spark._glue import replay_to
+
+    table = generate_trace(600, 6, seed=12)
+    produces = table.filter(pa.compute.equal(table["kind"], "produce"))
+    first, other = produces.slice(0, 1), produces.filter(
+        pa.compute.not_equal(produces["partition"], produces["partition"][0])
+    ).slice(0, 1)
+    # Give a request of another partition the first request's id.
+    dup = other.set_column(3, "request_id", first.column("request_id"))
+    table = pa.concat_tables([table, dup])
+    out = str(tmp_path / "out")
+    meta = replay_to(spark.createDataFrame(table.to_pandas()), out)
+    assert sum(m["events"] for m in meta) == table.num_rows - 2
+    rejected = spark.read.parquet(out + "/rejected").collect()
+    assert sorted(r["reason"] for r in rejected) == ["duplicate request_id"] * 2
+    local = replay_table(table)
+    got = to_arrow(spark.read.parquet(out + "/outcomes"), OUTCOME_SCHEMA)
+    assert got.equals(canonical(local.outcomes, OUTCOME_SCHEMA))
+    assert not os.path.exists(out + "/union-staging")

@@ -23,6 +23,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    BinaryType,
     BooleanType,
     DataType,
     IntegerType,
@@ -34,14 +35,11 @@ from pyspark.sql.types import (
 
 from .engine import (
     INPUT_COLUMNS,
-    OUTCOME_SCHEMA,
     OUTPUT_SCHEMA,
     RECORD_LAYOUT,
-    REJECTED_SCHEMA,
-    SIZE_SCHEMA,
     _check_lag,
-    record_columns,
     normalize_timeouts,
+    record_columns,
     resolve_batches,
 )
 
@@ -50,6 +48,7 @@ _ARROW_TO_SPARK: dict[pa.DataType, DataType] = {
     pa.int32(): IntegerType(),
     pa.string(): StringType(),
     pa.bool_(): BooleanType(),
+    pa.binary(): BinaryType(),
 }
 
 
@@ -124,7 +123,9 @@ def spark_session(
     return spark
 
 
-def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+def conform_events(
+    events: DataFrame, duplicates: str | Sequence[int] = "find"
+) -> tuple[DataFrame, DataFrame | None]:
     """Cast the input columns to the binding types; split off malformed rows.
 
     A value that does not cast (``"abc"`` as ``ts_ms``) makes the row a
@@ -133,7 +134,10 @@ def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame | None]:
     request_id``.  All other checks (nulls, kinds, negative values) run in the
     engine, row by row.
 
-    Runs one Spark job at once (finding duplicated ids); the rest is lazy.
+    ``duplicates``: "find" runs one Spark job at once to find duplicated ids
+    (the rest is lazy); a sequence of ids rejects exactly those; "skip" leaves
+    duplicates to the caller (:func:`replay_to` finds them from the engine's
+    own id lists, without that job).
 
     :return: (clean events with exactly the eight columns, rejected rows or
         None when no row was rejected here)
@@ -171,16 +175,28 @@ def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame | None]:
     # them off with a broadcast join.  A join planned up front would shuffle
     # every event by request_id just to find nothing.
     is_produce = (F.col("kind") == "produce") & F.col("request_id").isNotNull()
-    dup_ids = (
-        typed.where(is_produce)
-        .groupBy("request_id")
-        .count()
-        .where(F.col("count") > 1)
-        .select("request_id")
-        .localCheckpoint()
-    )
     clean = typed
-    if not dup_ids.isEmpty():
+    if isinstance(duplicates, str):
+        if duplicates not in ("find", "skip"):
+            raise ValueError(
+                f"duplicates must be 'find', 'skip' or ids, got {duplicates!r}"
+            )
+        dup_ids = (
+            typed.where(is_produce)
+            .groupBy("request_id")
+            .count()
+            .where(F.col("count") > 1)
+            .select("request_id")
+            .localCheckpoint()
+            if duplicates == "find"
+            else None
+        )
+    else:
+        spark = events.sparkSession
+        dup_ids = spark.createDataFrame(
+            [(int(i),) for i in duplicates], "request_id long"
+        )
+    if dup_ids is not None and not dup_ids.isEmpty():
         marked = typed.join(
             F.broadcast(dup_ids.withColumn("_dup", F.lit(True))), "request_id", "left"
         ).withColumn("_dup", F.coalesce(F.col("_dup") & is_produce, F.lit(False)))
@@ -199,11 +215,12 @@ def conform_events(events: DataFrame) -> tuple[DataFrame, DataFrame | None]:
 def _engine_task(
     timeouts: list[int | None] | None,
     lag_ms: int | None,
+    report_ids: bool,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: one engine run over one sorted Spark partition."""
     settings: Any = None if timeouts == [None] else timeouts
-    yield from resolve_batches(batches, settings, lag_ms)
+    yield from resolve_batches(batches, settings, lag_ms, report_ids=report_ids)
 
 
 def resolve_all(
@@ -214,6 +231,8 @@ def resolve_all(
     num_partitions: int | None = None,
     validate: bool = True,
     persist: bool = True,
+    duplicates: str | Sequence[int] = "find",
+    report_ids: bool = False,
 ) -> ReplayFrames:
     """Replay ``events`` on Spark; return outcomes, purgatory_size, rejected and meta.
 
@@ -232,6 +251,8 @@ def resolve_all(
         input known to be clean)
     :param persist: cache the union (False: each action on an output reruns
         the engine)
+    :param duplicates: see :func:`conform_events`
+    :param report_ids: engine meta records carry the replayed ids
     :raises TypeError, ValueError: for bad settings or missing columns
     """
     timeouts = normalize_timeouts(timeout_ms)
@@ -244,7 +265,7 @@ def resolve_all(
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions!r}")
     if validate:
-        clean, rejected_early = conform_events(events)
+        clean, rejected_early = conform_events(events, duplicates)
     else:
         clean = events.select(*INPUT_COLUMNS)
         rejected_early = None
@@ -252,7 +273,8 @@ def resolve_all(
         clean.repartition(num_partitions, "partition")
         .sortWithinPartitions("partition", "ts_ms", "kind")
         .mapInArrow(
-            functools.partial(_engine_task, timeouts, lag_ms), OUTPUT_SPARK_SCHEMA
+            functools.partial(_engine_task, timeouts, lag_ms, report_ids),
+            OUTPUT_SPARK_SCHEMA,
         )
     )
     if rejected_early is not None:
@@ -292,9 +314,13 @@ def _named(rows: DataFrame, record: str) -> DataFrame:
         if how == "col":
             columns.append(F.col(what).cast(spark_type).alias(name))
         elif name == "deadline_ms":
-            columns.append((F.col(layout["arrival_ms"]) + F.col(layout["timeout_ms"])).alias(name))
+            columns.append(
+                (F.col(layout["arrival_ms"]) + F.col(layout["timeout_ms"])).alias(name)
+            )
         elif name == "latency_ms":
-            columns.append((F.col(layout["done_ms"]) - F.col(layout["arrival_ms"])).alias(name))
+            columns.append(
+                (F.col(layout["done_ms"]) - F.col(layout["arrival_ms"])).alias(name)
+            )
         elif name == "outcome":
             columns.append(
                 F.when(F.col(layout["expired"]) == 1, F.lit("expired"))
@@ -323,4 +349,101 @@ def resolve(
     :param timeout_ms: None (row timeouts), an int, or a sequence (sweep)
     :param replica_lag_max_ms: None (fixed ISR) or the ISR lag limit in ms
     """
-    return resolve_all(events_df, timeout_ms, replica_lag_max_ms, persist=False).outcomes
+    return resolve_all(
+        events_df, timeout_ms, replica_lag_max_ms, persist=False
+    ).outcomes
+
+
+OUTPUT_DIRS = {"outcome": "outcomes", "size": "purgatory_size", "rejected": "rejected"}
+
+
+def _delete_path(spark: SparkSession, path: str) -> None:
+    """Recursively delete ``path`` on whatever filesystem Spark writes to."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop_path.getFileSystem(conf).delete(hadoop_path, True)
+
+
+def replay_to(
+    events: DataFrame,
+    output: str,
+    timeout_ms: int | Sequence[int] | None = None,
+    replica_lag_max_ms: int | None = None,
+    *,
+    num_partitions: int | None = None,
+    validate: bool = True,
+) -> list[dict[str, Any]]:
+    """Replay ``events`` and write ``outcomes/``, ``purgatory_size/``, ``rejected/``.
+
+    The engine runs once: its union output is written to
+    ``OUTPUT/union-staging`` (partitioned by record type), then each output is
+    read back with its named columns and written as its own Parquet dataset,
+    and the staging copy is deleted.  (Caching the union in Spark's memory
+    instead costs more than this extra columnar write and read.)
+
+    Duplicate request_ids are found without a Spark job of their own: each
+    engine task reports the sorted ids it replayed (and rejects repeats it
+    sees itself); the driver merges the lists.  Only if some id occurs twice
+    does the replay run again, with every copy of those ids rejected.
+
+    :return: the engine's meta records (worker, accelerated, events), one per task
+    """
+    import numpy as np
+
+    spark = events.sparkSession
+    base = output.rstrip("/")
+    staging = base + "/union-staging"
+    duplicates: str | Sequence[int] = "skip" if validate else "find"
+    while True:
+        frames = resolve_all(
+            events,
+            timeout_ms,
+            replica_lag_max_ms,
+            num_partitions=num_partitions,
+            validate=validate,
+            persist=False,
+            duplicates=duplicates,
+            report_ids=validate and duplicates == "skip",
+        )
+        frames.union.write.mode("overwrite").partitionBy("record").parquet(staging)
+        union = spark.read.parquet(staging)
+        record = F.col("record")
+        if not validate or duplicates != "skip":
+            break
+        blobs = [
+            r["b1"]
+            for r in union.where(record == "meta").select("b1").collect()
+            if r["b1"]
+        ]
+        ids = np.sort(
+            np.concatenate([np.frombuffer(b, dtype="<i8") for b in blobs])
+            if blobs
+            else np.zeros(0, dtype=np.int64)
+        )
+        repeated = set(ids[1:][ids[1:] == ids[:-1]].tolist())
+        layout = RECORD_LAYOUT["rejected"]
+        repeated.update(
+            r[0]
+            for r in union.where(
+                (record == "rejected")
+                & (F.col(layout["reason"]) == "duplicate request_id")
+            )
+            .select(layout["request_id"])
+            .collect()
+        )
+        if not repeated:
+            break
+        duplicates = sorted(repeated)  # replay again, rejecting every copy
+    try:
+        for kind, name in OUTPUT_DIRS.items():
+            _named(union.where(record == kind), kind).write.mode("overwrite").parquet(
+                base + "/" + name
+            )
+        meta = [
+            r.asDict() for r in _named(union.where(record == "meta"), "meta").collect()
+        ]
+    finally:
+        _delete_path(spark, staging)
+    return meta

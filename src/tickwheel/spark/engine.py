@@ -43,14 +43,19 @@ offset 10 (completes at 8), request 2 needs offset 20 and times out at 15.
 
 >>> import pyarrow as pa
 >>> from tickwheel.spark.trace import EVENT_SCHEMA
+>>> def produce(ts, request_id, offset, timeout):
+...     return dict(ts_ms=ts, partition="p", kind="produce", request_id=request_id,
+...                 required_offset=offset, timeout_ms=timeout)
 >>> rows = [
-...     dict(ts_ms=0, partition="p", kind="produce", request_id=1, required_offset=10, timeout_ms=100),
-...     dict(ts_ms=5, partition="p", kind="produce", request_id=2, required_offset=20, timeout_ms=10),
+...     produce(0, 1, 10, 100),
+...     produce(5, 2, 20, 10),
 ...     dict(ts_ms=8, partition="p", kind="fetch", replica=1, fetch_offset=10),
 ... ]
 >>> out = replay_table(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA))
->>> out.outcomes.select(["request_id", "outcome", "done_ms", "latency_ms"]).to_pylist()
-[{'request_id': 1, 'outcome': 'completed', 'done_ms': 8, 'latency_ms': 8}, {'request_id': 2, 'outcome': 'expired', 'done_ms': 15, 'latency_ms': 10}]
+>>> for row in out.outcomes.select(["request_id", "outcome", "done_ms"]).to_pylist():
+...     print(row)
+{'request_id': 1, 'outcome': 'completed', 'done_ms': 8}
+{'request_id': 2, 'outcome': 'expired', 'done_ms': 15}
 """
 
 from __future__ import annotations
@@ -146,7 +151,7 @@ META_SCHEMA = pa.schema(
 OUTPUT_SCHEMA = pa.schema(
     [("record", pa.string()), ("partition", pa.string())]
     + [(f"i{k}", pa.int64()) for k in range(7)]
-    + [("s1", pa.string()), ("s2", pa.string())]
+    + [("s1", pa.string()), ("s2", pa.string()), ("b1", pa.binary())]
 )
 RECORD_LAYOUT: dict[str, dict[str, str]] = {
     "outcome": {
@@ -175,7 +180,9 @@ RECORD_LAYOUT: dict[str, dict[str, str]] = {
         "kind": "s1",
         "reason": "s2",
     },
-    "meta": {"events": "i0", "accelerated": "i1", "worker": "s1"},
+    # ids (only with report_ids): the sorted request_ids this call replayed,
+    # as little-endian int64 bytes, so a driver can find cross-task duplicates.
+    "meta": {"events": "i0", "accelerated": "i1", "worker": "s1", "ids": "b1"},
 }
 RECORD_SCHEMAS = {
     "outcome": OUTCOME_SCHEMA,
@@ -237,8 +244,10 @@ REJECT_REASONS = _REASONS[1:]
 def normalize_timeouts(timeout_ms: int | Sequence[int] | None) -> list[int | None]:
     """The timeout settings to replay: ``[None]`` means each row's own ``timeout_ms``.
 
-    >>> normalize_timeouts(None), normalize_timeouts(500), normalize_timeouts([30_000, 5_000])
-    ([None], [500], [30000, 5000])
+    >>> normalize_timeouts(None), normalize_timeouts(500)
+    ([None], [500])
+    >>> normalize_timeouts([30_000, 5_000])
+    [30000, 5000]
 
     :raises TypeError, ValueError: for a non-int, negative, out-of-range or
         repeated timeout, or an empty sequence
@@ -252,7 +261,9 @@ def normalize_timeouts(timeout_ms: int | Sequence[int] | None) -> list[int | Non
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise TypeError(f"timeout_ms must be ints, got {timeout_ms!r}")
         if not 0 <= value <= MAX_TIME_MS:
-            raise ValueError(f"timeout_ms must be in [0, {MAX_TIME_MS}], got {timeout_ms!r}")
+            raise ValueError(
+                f"timeout_ms must be in [0, {MAX_TIME_MS}], got {timeout_ms!r}"
+            )
     if len(set(values)) != len(values):
         raise ValueError(f"timeout_ms has repeated values: {timeout_ms!r}")
     return [int(v) for v in values]
@@ -269,7 +280,8 @@ def _check_lag(replica_lag_max_ms: int | None) -> int | None:
         )
     if not 1 <= replica_lag_max_ms <= MAX_TIME_MS:
         raise ValueError(
-            f"replica_lag_max_ms must be in [1, {MAX_TIME_MS}], got {replica_lag_max_ms!r}"
+            f"replica_lag_max_ms must be in [1, {MAX_TIME_MS}], "
+            f"got {replica_lag_max_ms!r}"
         )
     return int(replica_lag_max_ms)
 
@@ -368,7 +380,7 @@ class _PartitionReplay:
         return min([leos[r] for r in isr])
 
     def _complete_up_to(self, hw: float) -> None:
-        """The HW reached ``hw``: complete what waits for it (call when hw >= heap[0])."""
+        """The HW reached ``hw`` >= heap[0]: complete what waits for it."""
         heap = self.heap
         heappop = heapq.heappop
         while heap and heap[0] <= hw:
@@ -539,7 +551,9 @@ class _PartitionReplay:
 
 
 # -- columns in, columns out ------------------------------------------------------
-def _np(column: pa.ChunkedArray | pa.Array, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def _np(
+    column: pa.ChunkedArray | pa.Array, fill: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """(values with nulls replaced by ``fill``, null mask) as numpy arrays."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
@@ -553,26 +567,35 @@ def _kind_codes(column: pa.Array) -> np.ndarray:
     encoded = column.dictionary_encode()
     lookup = np.array(
         [
-            _KIND_FETCH if v == "fetch" else _KIND_PRODUCE if v == "produce" else _KIND_OTHER
+            _KIND_FETCH
+            if v == "fetch"
+            else _KIND_PRODUCE
+            if v == "produce"
+            else _KIND_OTHER
             for v in encoded.dictionary.to_pylist()
         ]
         + [_KIND_NULL],
         dtype=np.int8,
     )
     indices = encoded.indices.fill_null(len(lookup) - 1).to_numpy(zero_copy_only=False)
-    return lookup[indices]
+    codes: np.ndarray = lookup[indices]
+    return codes
 
 
 def _union_batch(record: str, columns: dict[str, Any], n: int) -> pa.RecordBatch:
     """One union batch of ``n`` rows of ``record`` from its named columns."""
-    generic = {RECORD_LAYOUT[record][k]: v for k, v in columns.items() if k != "partition"}
+    generic = {
+        RECORD_LAYOUT[record][k]: v for k, v in columns.items() if k != "partition"
+    }
     arrays = []
     for field in OUTPUT_SCHEMA:
         if field.name == "record":
             arrays.append(pa.repeat(pa.scalar(record, pa.string()), n))
             continue
-        value = columns.get("partition") if field.name == "partition" else generic.get(
-            field.name
+        value = (
+            columns.get("partition")
+            if field.name == "partition"
+            else generic.get(field.name)
         )
         if value is None:
             arrays.append(pa.nulls(n, field.type))
@@ -610,7 +633,7 @@ def _conform(batch: pa.RecordBatch | pa.Table) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=list(INPUT_COLUMNS))
 
 
-# -- the engine --------------------------------------------------------------------------
+# -- the engine ---------------------------------------------------------------
 _logged_accelerated = False
 
 
@@ -654,6 +677,7 @@ def resolve_batches(
     replica_lag_max_ms: int | None = None,
     *,
     check: bool = False,
+    report_ids: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Replay sorted events through one MockTimer-driven purgatory per partition.
 
@@ -680,6 +704,8 @@ def resolve_batches(
         else a follower that has not caught up with the leader for this long
         leaves the ISR until it catches up
     :param check: run the purgatories' invariant checks (for tests; slower)
+    :param report_ids: put the replayed request_ids in the meta record (for a
+        driver-side duplicate check across calls)
     :raises ValueError: if the input is not sorted or a partition's rows are
         not contiguous; if a setting is out of range
     :raises TypeError: for a non-int setting
@@ -709,7 +735,9 @@ def resolve_batches(
                 pieces.append(table.slice(lo, hi - lo))
                 continue
             if have_current:
-                yield from _flush(current, pieces, settings, lag_ms, seen_ids, finished, check)
+                yield from _flush(
+                    current, pieces, settings, lag_ms, seen_ids, finished, check
+                )
             current, have_current = key, True
             pieces = [table.slice(lo, hi - lo)]
     if have_current:
@@ -720,6 +748,13 @@ def resolve_batches(
             "worker": [f"{os.uname().nodename}:{os.getpid()}"],
             "accelerated": [int(bool(tickwheel.USE_EXTENSIONS))],
             "events": [events],
+            "ids": [
+                np.sort(np.fromiter(seen_ids, np.int64, len(seen_ids)))
+                .astype("<i8")
+                .tobytes()
+                if report_ids
+                else None
+            ],
         },
         1,
     )
@@ -772,13 +807,14 @@ def _flush(
     mark(produce & (tmo < 0), "negative timeout_ms")
     mark(produce & (req < 0), "negative required_offset")
     mark(
-        produce & ((tmo > MAX_TIME_MS) | (ts + np.minimum(tmo, MAX_TIME_MS) > MAX_TIME_MS)),
+        produce
+        & ((tmo > MAX_TIME_MS) | (ts + np.minimum(tmo, MAX_TIME_MS) > MAX_TIME_MS)),
         "timeout_ms out of range",
     )
     mark(fetch & rep_null, "null replica")
     mark(fetch & fo_null, "null fetch_offset")
     mark(fetch & (fo < 0), "negative fetch_offset")
-    # Duplicates: a request_id already seen by this engine, or earlier in this partition.
+    # Duplicates: an id already seen by this engine, or earlier in this partition.
     ok_produce = np.flatnonzero(produce & (code == 0))
     if len(ok_produce):
         ids = rid[ok_produce]
@@ -811,7 +847,8 @@ def _flush(
             raise ValueError(
                 f"events of partition {name!r} are not sorted by (ts_ms, kind): "
                 f"ts_ms {int(vts[at])} ({'fetch' if vfetch[at] else 'produce'}) comes "
-                f"before ts_ms {int(vts[at + 1])} ({'fetch' if vfetch[at + 1] else 'produce'})"
+                f"before ts_ms {int(vts[at + 1])} "
+                f"({'fetch' if vfetch[at + 1] else 'produce'})"
             )
     first = np.where(fetch, rep, rid)[valid]
     second = np.where(fetch, fo, req)[valid]
@@ -825,22 +862,29 @@ def _flush(
     # is left for it when it is switched back on.
     gc.disable()
     try:
-        replay.run(vts.tolist(), vfetch.tolist(), first.tolist(), second.tolist(),
-                   tmo[valid].tolist())
+        replay.run(
+            vts.tolist(),
+            vfetch.tolist(),
+            first.tolist(),
+            second.tolist(),
+            tmo[valid].tolist(),
+        )
         replay.finish()
         columns_by_setting = []
         for s in replay.settings:
             done = s.done
             m = len(done)
-            columns_by_setting.append((
-                s,
-                m,
-                np.fromiter((op.arrival_ms for op in done), np.int64, m),
-                np.fromiter((op.timeout_ms for op in done), np.int64, m),
-                np.fromiter((op.done_ms for op in done), np.int64, m),  # type: ignore[misc]
-                np.fromiter((op.expired for op in done), bool, m),
-                np.fromiter((op.request_id for op in done), np.int64, m),
-            ))
+            columns_by_setting.append(
+                (
+                    s,
+                    m,
+                    np.fromiter((op.arrival_ms for op in done), np.int64, m),
+                    np.fromiter((op.timeout_ms for op in done), np.int64, m),
+                    np.fromiter((op.done_ms for op in done), np.int64, m),
+                    np.fromiter((op.expired for op in done), bool, m),
+                    np.fromiter((op.request_id for op in done), np.int64, m),
+                )
+            )
             done.clear()
     finally:
         if gc_was_enabled:
@@ -863,8 +907,10 @@ def _flush(
             _check_sizes(replay, s, arrival, done_ms)
         k = len(sizes["window_start_ms"])
         sizes["partition"] = pa.repeat(pa.scalar(name, pa.string()), k)
-        sizes["timeout_ms"] = pa.nulls(k, pa.int64()) if s.timeout_ms is None else np.full(
-            k, s.timeout_ms, dtype=np.int64
+        sizes["timeout_ms"] = (
+            pa.nulls(k, pa.int64())
+            if s.timeout_ms is None
+            else np.full(k, s.timeout_ms, dtype=np.int64)
         )
         yield _union_batch("size", sizes, k)
 
@@ -898,18 +944,30 @@ def purgatory_sizes(
     active = np.unique(np.concatenate([sec_a, sec_d]))
     if not len(active):
         empty = np.zeros(0, dtype=np.int64)
-        return {k: empty for k in ("window_start_ms", "pending_end", "pending_max",
-                                   "arrivals", "completed", "expired")}
+        return {
+            k: empty
+            for k in (
+                "window_start_ms",
+                "pending_end",
+                "pending_max",
+                "arrivals",
+                "completed",
+                "expired",
+            )
+        }
     # Pending at the end of each active second (after its last millisecond).
     end = active * 1000 + 999
-    pend_end = np.searchsorted(a_sorted, end, "right") - np.searchsorted(d_sorted, end, "right")
+    pend_end = np.searchsorted(a_sorted, end, "right") - np.searchsorted(
+        d_sorted, end, "right"
+    )
     # Seconds in between with requests pending: constant, no arrivals or completions.
     gaps = np.diff(active) - 1
     carry = (pend_end[:-1] > 0) & (gaps > 0)
     fill_counts = np.where(carry, gaps, 0)
     fill_start = np.repeat(active[:-1] + 1, fill_counts)
-    fill_offset = np.arange(fill_counts.sum()) - np.repeat(np.cumsum(fill_counts) - fill_counts,
-                                                           fill_counts)
+    fill_offset = np.arange(fill_counts.sum()) - np.repeat(
+        np.cumsum(fill_counts) - fill_counts, fill_counts
+    )
     fill_secs = fill_start + fill_offset
     fill_pend = np.repeat(pend_end[:-1], fill_counts)
     secs = np.concatenate([active, fill_secs])
@@ -922,7 +980,9 @@ def purgatory_sizes(
     start_level[1:][np.diff(secs) > 1] = 0
     pending_max = start_level.copy()
     times = np.concatenate([a_sorted, d_sorted])
-    deltas = np.concatenate([np.ones(len(a_sorted), np.int64), -np.ones(len(d_sorted), np.int64)])
+    deltas = np.concatenate(
+        [np.ones(len(a_sorted), np.int64), -np.ones(len(d_sorted), np.int64)]
+    )
     o = np.lexsort((deltas, times))
     level = np.cumsum(deltas[o])
     up = deltas[o] > 0
@@ -946,13 +1006,16 @@ def purgatory_sizes(
 def _check_sizes(
     replay: _PartitionReplay, s: _Setting, arrival: np.ndarray, done_ms: np.ndarray
 ) -> None:
-    """Check mode: the lifetimes agree with ``purgatory.delayed`` sampled in the replay."""
+    """Check mode: lifetimes agree with ``purgatory.delayed`` sampled in the replay."""
     index = replay.settings.index(s)
     wait = done_ms > arrival
     a_sorted = np.sort(arrival[wait])
     d_sorted = np.sort(done_ms[wait])
     for t, delayed in replay.samples:
-        expect = int(np.searchsorted(a_sorted, t, "right") - np.searchsorted(d_sorted, t, "right"))
+        expect = int(
+            np.searchsorted(a_sorted, t, "right")
+            - np.searchsorted(d_sorted, t, "right")
+        )
         if expect != delayed[index]:
             raise AssertionError(
                 f"{replay.name!r} at {t}: purgatory.delayed={delayed[index]}, "
@@ -978,7 +1041,7 @@ def split_output(batches: Iterable[pa.RecordBatch]) -> ReplayResult:
     def part(kind: str) -> pa.Table:
         rows = union.filter(pc.equal(record, kind))
         named: dict[str, Any] = {}
-        for name, (how, what, dtype) in record_columns(kind).items():
+        for name, (how, what, _dtype) in record_columns(kind).items():
             if how == "col":
                 named[name] = rows.column(what)
         if kind == "outcome":
@@ -990,9 +1053,7 @@ def split_output(batches: Iterable[pa.RecordBatch]) -> ReplayResult:
                 "completed",
             )
         schema = RECORD_SCHEMAS[kind]
-        return pa.table(
-            [named[f.name].cast(f.type) for f in schema], schema=schema
-        )
+        return pa.table([named[f.name].cast(f.type) for f in schema], schema=schema)
 
     return ReplayResult(
         part("outcome"), part("size"), part("rejected"), part("meta").to_pylist()
@@ -1053,7 +1114,9 @@ def replay_table(
     table = table.take(order)
     out = list(
         resolve_batches(
-            table.to_batches(max_chunksize=batch_rows), timeout_ms, replica_lag_max_ms,
+            table.to_batches(max_chunksize=batch_rows),
+            timeout_ms,
+            replica_lag_max_ms,
             check=check,
         )
     )

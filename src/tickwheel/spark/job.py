@@ -42,7 +42,9 @@ class _Progress:
     def stage(self, text: str) -> None:
         self.index += 1
         self.t0 = time.perf_counter()
-        print(f"[replay {self.index}/{self.total}] {text} ...", file=self.out, flush=True)
+        print(
+            f"[replay {self.index}/{self.total}] {text} ...", file=self.out, flush=True
+        )
 
     def done(self, detail: str = "") -> None:
         took = time.perf_counter() - self.t0
@@ -115,7 +117,8 @@ def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
                 F.sum(completed.cast("long")).alias("completed"),
                 F.sum((~completed).cast("long")).alias("expired"),
                 F.percentile(
-                    F.when(completed, F.col("latency_ms")), F.array(*map(F.lit, (0.5, 0.95, 0.99)))
+                    F.when(completed, F.col("latency_ms")),
+                    F.array(*map(F.lit, (0.5, 0.95, 0.99))),
                 ).alias("q"),
                 F.max(F.when(completed, F.col("latency_ms"))).alias("max"),
             )
@@ -130,7 +133,9 @@ def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
                 requests=row["requests"],
                 completed=row["completed"],
                 expired=row["expired"],
-                expiry_rate=row["expired"] / row["requests"] if row["requests"] else 0.0,
+                expiry_rate=row["expired"] / row["requests"]
+                if row["requests"]
+                else 0.0,
                 latency_ms={
                     "p50": q[0],
                     "p95": q[1],
@@ -154,7 +159,9 @@ def _fmt_ms(value: Any) -> str:
     return f"{value:,.0f}"
 
 
-def print_summary(summary: dict[str, Any], out: TextIO, max_partitions: int = 12) -> None:
+def print_summary(
+    summary: dict[str, Any], out: TextIO, max_partitions: int = 12
+) -> None:
     """The summary as a fixed-width table (overall, then the worst partitions)."""
     head = (
         f"{'timeout_ms':>10} {'partition':<16} {'requests':>10} {'expired':>9} "
@@ -185,7 +192,12 @@ def print_summary(summary: dict[str, Any], out: TextIO, max_partitions: int = 12
     print(f"rejected rows: {total:,}" + (f" {rejected}" if total else ""), file=out)
 
 
-def _plots(frames: Any, output: str) -> list[str]:
+def join(base: str, name: str) -> str:
+    """``base/name`` for local paths and URLs alike."""
+    return base.rstrip("/") + "/" + name
+
+
+def _plots(outcomes: Any, sizes: Any, output: str) -> list[str]:
     """latency_cdf.png and purgatory_size.png; returns the files written."""
     try:
         import matplotlib
@@ -193,29 +205,40 @@ def _plots(frames: Any, output: str) -> list[str]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: no plots (pip install 'tickwheel[spark]')",
-              file=sys.stderr)
+        print(
+            "matplotlib is not installed: no plots (pip install 'tickwheel[spark]')",
+            file=sys.stderr,
+        )
         return []
     from pyspark.sql import functions as F
 
     written = []
     qs = [i / 200 for i in range(201)]
     cdf = (
-        frames.outcomes.where(F.col("outcome") == "completed")
+        outcomes.where(F.col("outcome") == "completed")
         .groupBy("timeout_ms")
-        .agg(F.percentile_approx("latency_ms", qs, 10_000).alias("q"), F.count("*").alias("n"))
+        .agg(
+            F.percentile_approx("latency_ms", qs, 10_000).alias("q"),
+            F.count("*").alias("n"),
+        )
         .orderBy("timeout_ms")
         .collect()
     )
     totals = {
         r["timeout_ms"]: r["n"]
-        for r in frames.outcomes.groupBy("timeout_ms").count().withColumnRenamed("count", "n")
+        for r in outcomes.groupBy("timeout_ms")
+        .count()
+        .withColumnRenamed("count", "n")
         .collect()
     }
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for row in cdf:
         share = row["n"] / totals[row["timeout_ms"]]
-        label = "row timeouts" if row["timeout_ms"] is None else f"timeout {row['timeout_ms']} ms"
+        label = (
+            "row timeouts"
+            if row["timeout_ms"] is None
+            else f"timeout {row['timeout_ms']} ms"
+        )
         ax.plot([max(v, 0.5) for v in row["q"]], [q * share for q in qs], label=label)
     ax.set_xscale("log")
     ax.set_xlabel("latency of completed requests (ms, log)")
@@ -230,7 +253,7 @@ def _plots(frames: Any, output: str) -> list[str]:
     written.append(path)
 
     size = (
-        frames.purgatory_size.groupBy("timeout_ms", "window_start_ms")
+        sizes.groupBy("timeout_ms", "window_start_ms")
         .agg(F.sum("pending_end").alias("pending"), F.sum("pending_max").alias("peak"))
         .orderBy("timeout_ms", "window_start_ms")
         .collect()
@@ -283,7 +306,7 @@ def run_replay(
     """
     if out is None:
         out = sys.stdout
-    from ._glue import resolve_all, spark_session
+    from ._glue import replay_to, spark_session
     from .engine import _check_lag, normalize_timeouts
 
     normalize_timeouts(list(timeout_ms) if timeout_ms else None)
@@ -299,54 +322,63 @@ def run_replay(
     progress.done(f"columns {events.columns}")
 
     settings = "row timeouts" if not timeout_ms else f"timeouts {list(timeout_ms)} ms"
-    isr = "fixed ISR" if replica_lag_max_ms is None else f"replica lag max {replica_lag_max_ms} ms"
-    progress.stage(f"replaying through the purgatory ({settings}, {isr})")
-    frames = resolve_all(events, list(timeout_ms) if timeout_ms else None, replica_lag_max_ms)
-    try:
-        meta = frames.meta.collect()
-        events_n = sum(r["events"] for r in meta)
-        accelerated = sorted({bool(r["accelerated"]) for r in meta})
-        mode = (
-            "accelerated" if accelerated == [True]
-            else "pure Python" if accelerated == [False]
-            else "mixed (some workers pure Python)" if accelerated else "no tasks"
-        )
-        progress.done(f"{events_n:,} events, {len(meta)} engine tasks, engine {mode}")
+    isr = (
+        "fixed ISR"
+        if replica_lag_max_ms is None
+        else f"replica lag max {replica_lag_max_ms} ms"
+    )
+    progress.stage(f"replaying through the purgatory ({settings}, {isr}) and writing")
+    if "://" not in output:
+        os.makedirs(output, exist_ok=True)
+    meta = replay_to(
+        events, output, list(timeout_ms) if timeout_ms else None, replica_lag_max_ms
+    )
+    events_n = sum(r["events"] for r in meta)
+    accelerated = sorted({bool(r["accelerated"]) for r in meta})
+    mode = (
+        "accelerated"
+        if accelerated == [True]
+        else "pure Python"
+        if accelerated == [False]
+        else "mixed (some workers pure Python)"
+        if accelerated
+        else "no tasks"
+    )
+    progress.done(
+        f"{events_n:,} events, {len(meta)} engine tasks, engine {mode}; "
+        f"wrote outcomes/, purgatory_size/, rejected/ to {output}"
+    )
 
-        progress.stage(f"writing outcomes/, purgatory_size/, rejected/ to {output}")
-        os.makedirs(output, exist_ok=True) if "://" not in output else None
-        frames.outcomes.write.mode("overwrite").parquet(os.path.join(output, "outcomes"))
-        frames.purgatory_size.write.mode("overwrite").parquet(
-            os.path.join(output, "purgatory_size")
-        )
-        frames.rejected.write.mode("overwrite").parquet(os.path.join(output, "rejected"))
-        rejected_counts = {
-            r["reason"]: r["count"]
-            for r in frames.rejected.groupBy("reason").count().collect()
-        }
-        progress.done(f"{sum(rejected_counts.values()):,} rejected rows")
+    progress.stage("counting rejected rows")
+    outcomes = spark.read.parquet(join(output, "outcomes"))
+    rejected = spark.read.parquet(join(output, "rejected"))
+    rejected_counts = {
+        r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()
+    }
+    progress.done(f"{sum(rejected_counts.values()):,} rejected rows")
 
-        progress.stage("summarizing")
-        summary = summarize(frames.outcomes, rejected_counts)
-        summary["settings"] = {
-            "timeout_ms": list(timeout_ms) if timeout_ms else None,
-            "replica_lag_max_ms": replica_lag_max_ms,
-            "input": input_path,
-            "events": events_n,
-            "engine": mode,
-            "reject_reasons": list(REJECT_REASONS) + ["invalid <column>"],
-        }
-        if "://" not in output:
-            with open(os.path.join(output, "summary.json"), "w") as fh:
-                json.dump(summary, fh, indent=2)
-        progress.done()
-        print_summary(summary, out)
+    progress.stage("summarizing")
+    summary = summarize(outcomes, rejected_counts)
+    summary["settings"] = {
+        "timeout_ms": list(timeout_ms) if timeout_ms else None,
+        "replica_lag_max_ms": replica_lag_max_ms,
+        "input": input_path,
+        "events": events_n,
+        "engine": mode,
+        "reject_reasons": list(REJECT_REASONS) + ["invalid <column>"],
+    }
+    if "://" not in output:
+        with open(os.path.join(output, "summary.json"), "w") as fh:
+            json.dump(summary, fh, indent=2)
+    progress.done()
+    print_summary(summary, out)
 
-        progress.stage("plotting")
-        written = _plots(frames, output) if plots and "://" not in output else []
-        progress.done(", ".join(os.path.basename(p) for p in written) or "skipped")
-    finally:
-        frames.unpersist()
-    print(f"total {time.perf_counter() - progress.started:.1f} s; outputs in {output}",
-          file=out)
+    progress.stage("plotting")
+    sizes = spark.read.parquet(join(output, "purgatory_size"))
+    written = _plots(outcomes, sizes, output) if plots and "://" not in output else []
+    progress.done(", ".join(os.path.basename(p) for p in written) or "skipped")
+    print(
+        f"total {time.perf_counter() - progress.started:.1f} s; outputs in {output}",
+        file=out,
+    )
     return 1 if sum(rejected_counts.values()) else 0

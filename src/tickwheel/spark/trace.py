@@ -25,8 +25,9 @@ Worked example: 1,000 requests over 4 partitions, as an Arrow table with the
 replay's input schema.
 
 >>> table = generate_trace(1_000, 4, seed=7)
->>> table.schema.names
-['ts_ms', 'partition', 'kind', 'request_id', 'required_offset', 'timeout_ms', 'replica', 'fetch_offset']
+>>> table.schema.names  # doctest: +NORMALIZE_WHITESPACE
+['ts_ms', 'partition', 'kind', 'request_id', 'required_offset', 'timeout_ms',
+ 'replica', 'fetch_offset']
 >>> int(pc_count(table, "produce")), table.num_rows > 1_000
 (1000, True)
 """
@@ -121,13 +122,20 @@ def generate_trace(
     weights /= weights.sum()
     counts = rng.multinomial(requests, weights)
     names = [f"orders-{p}" for p in range(partitions)]
-    has_followers = [not (rf1_every and p % rf1_every == rf1_every - 1) for p in range(partitions)]
+    has_followers = [
+        not (rf1_every and p % rf1_every == rf1_every - 1) for p in range(partitions)
+    ]
     # The slow followers: the first follower of some partitions that have any.
     candidates = [p for p in range(partitions) if has_followers[p] and counts[p]]
-    slow = set(
-        rng.choice(candidates, size=min(slow_followers, len(candidates)), replace=False)
-        .tolist()
-    ) if candidates and slow_followers else set()
+    slow = (
+        set(
+            rng.choice(
+                candidates, size=min(slow_followers, len(candidates)), replace=False
+            ).tolist()
+        )
+        if candidates and slow_followers
+        else set()
+    )
 
     ts_parts: list[np.ndarray] = []
     part_parts: list[np.ndarray] = []
@@ -250,7 +258,8 @@ def write_trace(
     os.makedirs(path, exist_ok=True)
     for i, start in enumerate(range(0, table.num_rows, rows_per_file)):
         pq.write_table(
-            table.slice(start, rows_per_file), os.path.join(path, f"part-{i:05d}.parquet")
+            table.slice(start, rows_per_file),
+            os.path.join(path, f"part-{i:05d}.parquet"),
         )
     return table
 
@@ -265,7 +274,11 @@ def malformed_rows(table: pa.Table, count: int, *, seed: int = 0) -> pa.Table:
     produces = table.filter(pc.equal(table["kind"], "produce"))
     if produces.num_rows:
         dup_id = int(produces["request_id"][0].as_py())
-    base_id = int(pc.max(table["request_id"]).as_py() or 0) + 1_000_000 if table.num_rows else 0
+    base_id = (
+        int(pc.max(table["request_id"]).as_py() or 0) + 1_000_000
+        if table.num_rows
+        else 0
+    )
     templates: list[dict[str, Any]] = [
         {"kind": "commit"},
         {"kind": None},
