@@ -134,6 +134,16 @@ def summarize_benchmarks(data: dict[str, Any]) -> dict[str, Any]:
     return {"table": table, "curves": curves}
 
 
+def _curves(report: dict[str, Any]) -> dict[str, dict[str, dict[int, float]]]:
+    # JSON turns the integer N keys into strings; give them back as ints.
+    return {
+        group: {
+            impl: {int(n): v for n, v in curve.items()} for impl, curve in by.items()
+        }
+        for group, by in report["timed"]["curves"].items()
+    }
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     meta = report["meta"]
     out = [
@@ -208,7 +218,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{r['collect_loaded_ms']:.2f} | {r['ratio']:.2f}× |"
         )
 
-    curves = report["timed"]["curves"]
+    curves = _curves(report)
     if curves:
         out += ["", "**W5, scaling**: ns per operation by N", ""]
         for group in sorted(curves):
@@ -228,6 +238,17 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+COLORS = {
+    "tickwheel": "tab:green",
+    "tickwheel-inline": "tab:olive",
+    "tickwheel-py": "tab:red",
+    "heapq": "tab:orange",
+    "sched": "tab:brown",
+    "asyncio": "tab:blue",
+    "uvloop": "tab:purple",
+}
+
+
 def render_plots(report: dict[str, Any], stem: str) -> list[str]:
     import matplotlib
 
@@ -235,7 +256,7 @@ def render_plots(report: dict[str, Any], stem: str) -> list[str]:
     import matplotlib.pyplot as plt
 
     written = []
-    curves = report["timed"]["curves"]
+    curves = _curves(report)
     titles = {
         "W5-add": "W1 add",
         "W5-sliding": "W2 add+cancel (sliding window)",
@@ -254,6 +275,7 @@ def render_plots(report: dict[str, Any], stem: str) -> list[str]:
                     [curve[n] for n in ns],
                     marker="o",
                     label=impl,
+                    color=COLORS.get(impl),
                     linewidth=2.5 if impl == "tickwheel" else 1.2,
                 )
             ax.set_xscale("log")
@@ -262,7 +284,7 @@ def render_plots(report: dict[str, Any], stem: str) -> list[str]:
             ax.set_xlabel("timers (N)")
             ax.set_ylabel("ns per operation (median, lower is better)")
             ax.grid(True, which="both", alpha=0.3)
-        axes[0][0].legend(fontsize=8)
+            ax.legend(fontsize=7)
         meta = report["meta"]
         fig.suptitle(
             f"tickwheel {meta['commit']} · Python {meta['python']} · {meta['cpu']}",
@@ -283,6 +305,7 @@ def render_plots(report: dict[str, Any], stem: str) -> list[str]:
                 [q["min"], q["p50"], q["p99"], q["max"]],
                 marker="o",
                 label=impl,
+                color=COLORS.get(impl),
             )
         ax.set_xticks([0, 0.5, 0.99, 1.0], ["min", "p50", "p99", "max"])
         ax.set_ylabel("lateness, ms (fire − deadline)")
