@@ -8,6 +8,7 @@ test against a dict reference, and bad input.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -370,17 +371,30 @@ N_THREADS, N_OPS, ATTEMPTS = 20, 100, 20
 
 def _attempt_op_class(kit: SimpleNamespace, sleep: Any) -> Any:
     class AttemptOp(kit.Base):  # type: ignore[misc, name-defined]
-        """Completes on its ATTEMPTS-th try_complete (Kafka's TestDelayOperation)."""
+        """Completable once its ATTEMPTS-th completion event has been issued.
+
+        The condition is state-based, like a real one (high watermark >=
+        offset): Kafka's try-lock hand-off may merge events that arrive
+        while another thread holds the op's lock into one re-check, so an op
+        that counted try_complete *calls* could legitimately fall short.
+        What must hold is that no completion is lost: once the last event is
+        issued, the op completes, whoever runs the check.
+        """
 
         def __init__(self, index: int) -> None:
             super().__init__(100_000)
             self.key = f"key{index}"
-            self.remaining = ATTEMPTS
+            self.issued = 0
+            self._events = itertools.count(1)
+            self.tries = 0
             self.complete_calls = 0
 
+        def issue(self) -> None:
+            self.issued = next(self._events)  # atomic under the GIL
+
         def try_complete(self) -> bool:
-            self.remaining -= 1  # under the op lock: no lost decrement
-            should = self.remaining <= 0
+            self.tries += 1  # under the op lock
+            should = self.issued >= ATTEMPTS
             sleep()
             return should and self.force_complete()
 
@@ -412,6 +426,7 @@ def test_purgatory_many_threads_lose_no_completion(kit, no_thread_leak):
 
         def attempt(op: Any) -> int:
             time.sleep(naps[id(op) % len(naps)])
+            op.issue()
             return p.check_and_complete(op.key)
 
         with ThreadPoolExecutor(N_THREADS, thread_name_prefix="test-purgatory") as pool:
@@ -438,6 +453,7 @@ def test_purgatory_many_attempts_on_mock_timer(kit):
     rnd.shuffle(jobs)
     completed = 0
     for n, op in enumerate(jobs):
+        op.issue()
         completed += p.check_and_complete(op.key if n % 3 else "shared")
         if n % 97 == 0:
             timer.advance_clock(1)
