@@ -62,7 +62,9 @@ from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 import logging
+import operator
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -74,7 +76,7 @@ import pyarrow.compute as pc
 
 import tickwheel
 from tickwheel import MockTimer
-from tickwheel.kafka import DelayedProduce, Partition
+from tickwheel.kafka import EXPIRED, DelayedProduce, Partition
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
 
 __all__ = [
@@ -491,8 +493,13 @@ class _PartitionReplay:
         complete_up_to = self._complete_up_to
         follower_changed = self._follower_changed
         # The common case, one setting and a fixed ISR, gets its own clock step.
-        fast = len(settings) == 1 and not lag
+        single = len(settings) == 1
+        fast = single and not lag
         timer = settings[0].timer
+        timeout0 = settings[0].timeout_ms
+        clock0 = settings[0].clock
+        append0 = settings[0].done.append
+        watch0 = settings[0].purgatory.try_complete_else_watch
         leader_leo = part.leader_leo
         now = self.now
         last = len(ts) - 1
@@ -529,22 +536,37 @@ class _PartitionReplay:
                     if lag:
                         for replica in list(isr):
                             follower_changed(replica)
-                waiting = False
-                for s in settings:
-                    timeout = s.timeout_ms
+                if single:
                     op = ReplayProduce(
                         part,
                         b,
-                        row_timeout if timeout is None else timeout,
+                        row_timeout if timeout0 is None else timeout0,
                         t,
                         a,
-                        s.clock,
-                        s.done.append,
+                        clock0,
+                        append0,
                     )
-                    if not s.purgatory.try_complete_else_watch(op, keys):
-                        waiting = waiting or not op.completed
-                if waiting:
-                    heappush(heap, b)
+                    if not watch0(op, keys):
+                        # Still waiting (or expired at once, timeout 0: then
+                        # the offset is popped later and checks nothing).
+                        heappush(heap, b)
+                else:
+                    waiting = False
+                    for s in settings:
+                        timeout = s.timeout_ms
+                        op = ReplayProduce(
+                            part,
+                            b,
+                            row_timeout if timeout is None else timeout,
+                            t,
+                            a,
+                            s.clock,
+                            s.done.append,
+                        )
+                        if not s.purgatory.try_complete_else_watch(op, keys):
+                            waiting = True
+                    if waiting:
+                        heappush(heap, b)
             if check and (i == last or ts[i + 1] != t):
                 self.samples.append((t, [s.purgatory.delayed for s in settings]))
         self.now = now
@@ -871,19 +893,17 @@ def _flush(
         )
         replay.finish()
         columns_by_setting = []
+        ints = operator.attrgetter("arrival_ms", "timeout_ms", "done_ms", "request_id")
+        outcome = operator.attrgetter("outcome")
         for s in replay.settings:
             done = s.done
             m = len(done)
+            values = np.fromiter(
+                itertools.chain.from_iterable(map(ints, done)), np.int64, 4 * m
+            ).reshape(m, 4)
+            expired = np.array(list(map(outcome, done)), dtype=object) == EXPIRED
             columns_by_setting.append(
-                (
-                    s,
-                    m,
-                    np.fromiter((op.arrival_ms for op in done), np.int64, m),
-                    np.fromiter((op.timeout_ms for op in done), np.int64, m),
-                    np.fromiter((op.done_ms for op in done), np.int64, m),
-                    np.fromiter((op.expired for op in done), bool, m),
-                    np.fromiter((op.request_id for op in done), np.int64, m),
-                )
+                (s, m, values[:, 0], values[:, 1], values[:, 2], expired, values[:, 3])
             )
             done.clear()
     finally:

@@ -197,7 +197,7 @@ def join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def _plots(outcomes: Any, sizes: Any, output: str) -> list[str]:
+def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
     """latency_cdf.png and purgatory_size.png; returns the files written."""
     try:
         import matplotlib
@@ -235,9 +235,9 @@ def _plots(outcomes: Any, sizes: Any, output: str) -> list[str]:
     for row in cdf:
         share = row["n"] / totals[row["timeout_ms"]]
         label = (
-            "row timeouts"
-            if row["timeout_ms"] is None
-            else f"timeout {row['timeout_ms']} ms"
+            f"timeout {row['timeout_ms']} ms"
+            if sweep
+            else f"requests with timeout_ms={row['timeout_ms']}"
         )
         ax.plot([max(v, 0.5) for v in row["q"]], [q * share for q in qs], label=label)
     ax.set_xscale("log")
@@ -375,7 +375,10 @@ def run_replay(
 
     progress.stage("plotting")
     sizes = spark.read.parquet(join(output, "purgatory_size"))
-    written = _plots(outcomes, sizes, output) if plots and "://" not in output else []
+    sweep = bool(timeout_ms)
+    written = (
+        _plots(outcomes, sizes, output, sweep) if plots and "://" not in output else []
+    )
     progress.done(", ".join(os.path.basename(p) for p in written) or "skipped")
     print(
         f"total {time.perf_counter() - progress.started:.1f} s; outputs in {output}",
