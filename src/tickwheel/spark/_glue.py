@@ -125,22 +125,24 @@ def spark_session(
 
 def conform_events(
     events: DataFrame, duplicates: str | Sequence[int] = "find"
-) -> tuple[DataFrame, DataFrame | None]:
+) -> tuple[DataFrame, DataFrame]:
     """Cast the input columns to the binding types; split off malformed rows.
 
     A value that does not cast (``"abc"`` as ``ts_ms``) makes the row a
     ``rejected`` row with reason ``invalid <column>``; every row of a
     request_id that occurs in two produce rows is rejected as ``duplicate
-    request_id``.  All other checks (nulls, kinds, negative values) run in the
-    engine, row by row.
+    request_id``.  Rows with a null partition or a null or unknown kind are
+    rejected here too (same reasons, same order as the engine, which then
+    receives ``kind`` as a code); the other checks (nulls, negative values)
+    run in the engine, row by row.
 
     ``duplicates``: "find" runs one Spark job at once to find duplicated ids
     (the rest is lazy); a sequence of ids rejects exactly those; "skip" leaves
     duplicates to the caller (:func:`replay_to` finds them from the engine's
     own id lists, without that job).
 
-    :return: (clean events with exactly the eight columns, rejected rows or
-        None when no row was rejected here)
+    :return: (clean events with exactly the eight columns, ``kind`` as a
+        tinyint code: 0 fetch, 1 produce; rejected rows)
     :raises ValueError: if a column is missing
     """
     missing = [c for c in INPUT_COLUMNS if c not in events.columns]
@@ -160,16 +162,22 @@ def conform_events(
         cast = column.try_cast(spark_type)
         casts.append(cast.alias(name))
         invalid.append((column.isNotNull() & cast.isNull(), f"invalid {name}"))
-    typed = events.select(*casts)
+    # The engine's first three checks run here, in its order, so that the
+    # engine can receive ``kind`` as a 0/1 code instead of a string.
+    kind = F.col("kind")
+    invalid += [
+        (F.col("partition").isNull(), "null partition"),
+        (kind.isNull(), "null kind"),
+        (~kind.isin("fetch", "produce"), "unknown kind"),
+    ]
     rejected_parts: list[DataFrame] = []
-    if invalid:
-        reason: Column = F.lit(None).cast("string")
-        for condition, text in reversed(invalid):
-            reason = F.when(condition, F.lit(text)).otherwise(reason)
-        # Evaluate the cast checks on the raw columns, then keep typed values.
-        flagged = events.select(*casts, reason.alias("reason"))
-        rejected_parts.append(flagged.where(F.col("reason").isNotNull()))
-        typed = flagged.where(F.col("reason").isNull()).drop("reason")
+    reason: Column = F.lit(None).cast("string")
+    for condition, text in reversed(invalid):
+        reason = F.when(condition, F.lit(text)).otherwise(reason)
+    # Evaluate the checks on the raw columns, then keep typed values.
+    flagged = events.select(*casts, reason.alias("reason"))
+    rejected_parts.append(flagged.where(F.col("reason").isNotNull()))
+    typed = flagged.where(F.col("reason").isNull()).drop("reason")
     # Duplicates, in two steps: find the duplicated ids (one aggregation over
     # two columns; nearly always none), then, only if there are any, split
     # them off with a broadcast join.  A join planned up front would shuffle
@@ -206,8 +214,9 @@ def conform_events(
             .select(*INPUT_COLUMNS)
             .withColumn("reason", F.lit("duplicate request_id"))
         )
-    if not rejected_parts:
-        return clean, None
+    clean = clean.withColumn(
+        "kind", F.when(F.col("kind") == "fetch", 0).otherwise(1).cast("tinyint")
+    )
     rejected = functools.reduce(DataFrame.unionByName, rejected_parts)
     return clean, rejected
 

@@ -585,7 +585,14 @@ def _np(
 
 
 def _kind_codes(column: pa.Array) -> np.ndarray:
-    """fetch -> 0, produce -> 1, anything else -> 2, null -> 3."""
+    """fetch -> 0, produce -> 1, anything else -> 2, null -> 3.
+
+    ``column`` holds strings, or codes already (0 fetch, 1 produce).
+    """
+    if pa.types.is_integer(column.type):
+        values, nulls = _np(column, fill=_KIND_OTHER)
+        codes_in = np.where((values == 0) | (values == 1), values, _KIND_OTHER)
+        return np.where(nulls, _KIND_NULL, codes_in).astype(np.int8)
     encoded = column.dictionary_encode()
     lookup = np.array(
         [
@@ -643,6 +650,10 @@ def _conform(batch: pa.RecordBatch | pa.Table) -> pa.Table:
     arrays = []
     for name, dtype in INPUT_COLUMNS.items():
         column = batch.column(name)
+        if name == "kind" and pa.types.is_integer(column.type):
+            # The Spark glue sends kind as a code (0 fetch, 1 produce).
+            arrays.append(pc.cast(column, pa.int8()))
+            continue
         if column.type != dtype:
             try:
                 column = pc.cast(column, dtype)
@@ -853,6 +864,13 @@ def _flush(
     if len(bad):
         take = pa.array(bad)
         columns: dict[str, Any] = {c: table.column(c).take(take) for c in INPUT_COLUMNS}
+        if pa.types.is_integer(table.column("kind").type):
+            names = pc.if_else(
+                pc.equal(columns["kind"], 0),
+                "fetch",
+                pc.if_else(pc.equal(columns["kind"], 1), "produce", None),
+            )
+            columns["kind"] = pc.coalesce(names, pc.cast(columns["kind"], pa.string()))
         columns["reason"] = np.array(_REASONS, dtype=object)[code[bad]]
         yield _union_batch("rejected", columns, len(bad))
     if not valid.any():
