@@ -439,7 +439,9 @@ def test_replay_module_doctests(name):
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(
+        importlib.import_module(name), optionflags=doctest.ELLIPSIS
+    )
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -449,7 +451,9 @@ def test_resolve_batches_accepts_kind_as_a_code():
     codes = pa.array([0, 1, 0, 0], pa.int8())
     table = table.set_column(2, "kind", codes)
     result = split_output(resolve_batches(table.to_batches()))
-    assert [(r["request_id"], r["done_ms"]) for r in result.outcomes.to_pylist()] == [(7, 5)]
+    assert [(r["request_id"], r["done_ms"]) for r in result.outcomes.to_pylist()] == [
+        (7, 5)
+    ]
     assert [(r["kind"], r["reason"]) for r in result.rejected.to_pylist()] == [
         ("fetch", "negative fetch_offset")
     ]
