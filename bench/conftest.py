@@ -30,3 +30,13 @@ def delays(n: int) -> list[int]:
     """W1/W2 delays: uniform in [1 ms, 30 s], fixed seed."""
     rnd = random.Random(20261122)
     return [rnd.randint(1, 30_000) for _ in range(n)]
+
+
+@pytest.fixture
+def made():
+    """Every timer a benchmark creates; all are closed at the end, timed or not
+    (``--benchmark-disable`` runs the target once and skips the teardown)."""
+    timers: list = []
+    yield timers
+    for timer in timers:
+        timer.close()

@@ -17,7 +17,12 @@ import pathlib
 import subprocess
 import sys
 
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "isolated" / "leak_check.py"
+SCRIPT = (
+    pathlib.Path(__file__).resolve().parent.parent
+    / "tests"
+    / "isolated"
+    / "leak_check.py"
+)
 
 
 def run(core: str, cancel: int, fire: int) -> dict:
@@ -25,9 +30,19 @@ def run(core: str, cancel: int, fire: int) -> dict:
     if core == "pure":
         env["TICKWHEEL_NO_EXTENSIONS"] = "1"
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--core", core, "--cancel", str(cancel),
-         "--fire", str(fire)],
-        capture_output=True, text=True, env=env,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--core",
+            core,
+            "--cancel",
+            str(cancel),
+            "--fire",
+            str(fire),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     if not out.stdout:
         raise SystemExit(out.stderr)
@@ -43,22 +58,28 @@ def main() -> int:
     args = parser.parse_args()
     cores = ["c", "pure"] if args.core == "both" else [args.core]
     reports = [run(core, args.cancel, args.fire) for core in cores]
-    print("| core | phase | cycles | RSS after warm-up | RSS delta | tracemalloc delta "
-          "| seconds |")
+    print(
+        "| core | phase | cycles | RSS after warm-up | RSS delta | tracemalloc delta "
+        "| seconds |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for rep in reports:
         for r in rep["results"]:
             if r["phase"] in ("cancel", "fire"):
                 what = "add+cancel" if r["phase"] == "cancel" else "add+fire"
-                print(f"| {rep['core']} | {what} | {r['cycles']:,} | "
-                      f"{r['rss_kb_after_warmup']:,} KiB | {r['rss_delta_kb']:+,} KiB | "
-                      f"{r['tracemalloc_delta_b']:+,} B | {r['seconds']} |")
+                print(
+                    f"| {rep['core']} | {what} | {r['cycles']:,} | "
+                    f"{r['rss_kb_after_warmup']:,} KiB | {r['rss_delta_kb']:+,} KiB | "
+                    f"{r['tracemalloc_delta_b']:+,} B | {r['seconds']} |"
+                )
     for rep in reports:
         ph = {r["phase"]: r for r in rep["results"]}
-        print(f"\n{rep['core']}: gc.collect() after a cycle of use = {ph['gc']['collected']}, "
-              f"tickwheel objects in gc.garbage = {len(ph['gc']['tickwheel_objects'])}; "
-              f"refcount deltas fn/arg = {ph['refs']['fn_refcount_delta']}/"
-              f"{ph['refs']['arg_refcount_delta']}; failures = {rep['failures']}")
+        print(
+            f"\n{rep['core']}: gc.collect() after a cycle of use = {ph['gc']['collected']}, "
+            f"tickwheel objects in gc.garbage = {len(ph['gc']['tickwheel_objects'])}; "
+            f"refcount deltas fn/arg = {ph['refs']['fn_refcount_delta']}/"
+            f"{ph['refs']['arg_refcount_delta']}; failures = {rep['failures']}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(reports, f, indent=1)

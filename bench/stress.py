@@ -65,7 +65,12 @@ def _core(core: str) -> tuple[Any, Any, Any, Any]:
     from tickwheel import _wheel_py, purgatory, timer
 
     if core == "pure":
-        return timer.PySystemTimer, _wheel_py.TimerTask, purgatory.PyDelayedOperation, core
+        return (
+            timer.PySystemTimer,
+            _wheel_py.TimerTask,
+            purgatory.PyDelayedOperation,
+            core,
+        )
     from tickwheel import _wheel
 
     return timer.SystemTimer, _wheel.TimerTask, purgatory.DelayedOperation, core
@@ -80,7 +85,9 @@ def _watchdog(threads: list[threading.Thread], limit_s: float, what: str) -> Non
             t.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in threads if t.is_alive()]
         if alive:
-            raise StressFailure(f"{what}: threads still running after {limit_s}s: {alive}")
+            raise StressFailure(
+                f"{what}: threads still running after {limit_s}s: {alive}"
+            )
     finally:
         faulthandler.cancel_dump_traceback_later()
 
@@ -204,7 +211,9 @@ def run_timer_stress(
         tasks = [task for mine in per_thread for task in mine]
         n_long = sum(1 for t in tasks if t.long and not t.cancel_ok)
         # Every short task is due within ~20 ms of the last add: wait for them.
-        _wait_until(lambda: len(timer) == n_long, 60.0, f"draining to {n_long} long tasks")
+        _wait_until(
+            lambda: len(timer) == n_long, 60.0, f"draining to {n_long} long tasks"
+        )
         _wait_until(
             lambda: all(t.runs or t.cancel_ok or t.long for t in tasks),
             60.0,
@@ -215,7 +224,9 @@ def run_timer_stress(
         for task in tasks:
             if task.long and not task.cancel_ok:
                 if not task.cancel():
-                    raise StressFailure(f"long task {task!r} was not pending at the end")
+                    raise StressFailure(
+                        f"long task {task!r} was not pending at the end"
+                    )
                 task.cancel_ok = True
                 cancelled_at_end += 1
         timer._check()
@@ -274,8 +285,16 @@ def run_purgatory_stress(
     SystemTimer, _, DelayedOperation, _ = _core(core)
 
     class Op(DelayedOperation):
-        __slots__ = ("ready", "keys", "deadline_ns", "completions", "expirations",
-                     "expired_at_ns", "checked_after_ready", "long")
+        __slots__ = (
+            "ready",
+            "keys",
+            "deadline_ns",
+            "completions",
+            "expirations",
+            "expired_at_ns",
+            "checked_after_ready",
+            "long",
+        )
 
         def try_complete(self) -> bool:
             return self.ready and self.force_complete()
@@ -399,7 +418,9 @@ def run_purgatory_stress(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--ops", type=int, default=100_000, help="operations per thread")
+    parser.add_argument(
+        "--ops", type=int, default=100_000, help="operations per thread"
+    )
     parser.add_argument("--core", choices=["c", "pure", "both"], default="both")
     parser.add_argument(
         "--executor", choices=["default", "inline", "pool", "all"], default="default"
@@ -409,19 +430,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
     cores = ["c", "pure"] if args.core == "both" else [args.core]
-    executors = ["default", "inline", "pool"] if args.executor == "all" else [args.executor]
+    executors = (
+        ["default", "inline", "pool"] if args.executor == "all" else [args.executor]
+    )
     results = []
     for core in cores:
         for ex in executors:
-            fig = run_timer_stress(core, args.threads, args.ops, ex, args.seed, args.limit_s)
+            fig = run_timer_stress(
+                core, args.threads, args.ops, ex, args.seed, args.limit_s
+            )
             print(json.dumps(fig), flush=True)
             results.append(fig)
-        fig = run_purgatory_stress(core, args.threads, args.ops, args.seed, args.limit_s)
+        fig = run_purgatory_stress(
+            core, args.threads, args.ops, args.seed, args.limit_s
+        )
         print(json.dumps(fig), flush=True)
         results.append(fig)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"python": sys.version.split()[0], "results": results}, f, indent=1)
+            json.dump(
+                {"python": sys.version.split()[0], "results": results}, f, indent=1
+            )
     return 0
 
 

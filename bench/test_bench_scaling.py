@@ -51,14 +51,6 @@ def _delays(n: int) -> list[int]:
     return [rnd.randint(1, 30_000) for _ in range(n)]
 
 
-@pytest.fixture
-def made():
-    timers: list = []
-    yield timers
-    for timer in timers:
-        timer.close()
-
-
 def _run(benchmark, scale, made, body):
     impl, n = scale
     delays = _delays(n)

@@ -34,16 +34,6 @@ def _rounds(name: str) -> int:
     return 3 if name in ("tickwheel-py", "sched") else 7
 
 
-@pytest.fixture
-def made():
-    """Every timer a test creates; all are closed at the end, timed or not
-    (``--benchmark-disable`` runs the target once and skips the teardown)."""
-    timers: list = []
-    yield timers
-    for timer in timers:
-        timer.close()
-
-
 def _bench(benchmark, impl, made, run, args_for, n):
     make = factories()[impl]
 
