@@ -35,11 +35,13 @@ from pyspark.sql.types import (
 
 from .engine import (
     INPUT_COLUMNS,
+    OUTCOME_SCHEMA,
     OUTPUT_SCHEMA,
     RECORD_LAYOUT,
+    RECORD_SCHEMAS,
+    SEP,
     _check_lag,
     normalize_timeouts,
-    record_columns,
     resolve_batches,
 )
 
@@ -287,21 +289,7 @@ def resolve_all(
         )
     )
     if rejected_early is not None:
-        layout = RECORD_LAYOUT["rejected"]
-        generic = {v: k for k, v in layout.items()}
-        early = rejected_early.select(
-            F.lit("rejected").alias("record"),
-            *[
-                F.col(f.name)
-                if f.name == "partition"
-                else F.col(generic[f.name]).cast(f.dataType).alias(f.name)
-                if f.name in generic
-                else F.lit(None).cast(f.dataType).alias(f.name)
-                for f in OUTPUT_SPARK_SCHEMA.fields
-                if f.name != "record"
-            ],
-        )
-        union = union.unionByName(early)
+        union = union.unionByName(_pack_rejected(rejected_early))
     if persist:
         union = union.persist(StorageLevel.MEMORY_AND_DISK)
     record = F.col("record")
@@ -314,30 +302,40 @@ def resolve_all(
     )
 
 
+def _pack_rejected(rejected: DataFrame) -> DataFrame:
+    """Rejected rows (input columns + reason) in the union's packed layout."""
+    slots = {slot: name for name, (slot, _) in RECORD_LAYOUT["rejected"].items()}
+    kind, reason = F.col("kind"), F.col("reason")
+    columns: list[Column] = []
+    for field in OUTPUT_SPARK_SCHEMA.fields:
+        if field.name == "record":
+            columns.append(F.lit("rejected").alias("record"))
+        elif field.name == "outcome":
+            packed = F.when(kind.isNull(), reason).otherwise(
+                F.concat(reason, F.lit(SEP), kind)
+            )
+            columns.append(packed.alias("outcome"))
+        else:
+            columns.append(
+                F.col(slots[field.name]).cast(field.dataType).alias(field.name)
+            )
+    return rejected.select(*columns)
+
+
 def _named(rows: DataFrame, record: str) -> DataFrame:
     """The union's rows of ``record`` with their named columns (see RECORD_LAYOUT)."""
     layout = RECORD_LAYOUT[record]
     columns: list[Column] = []
-    for name, (how, what, dtype) in record_columns(record).items():
-        spark_type = _ARROW_TO_SPARK[dtype]
-        if how == "col":
-            columns.append(F.col(what).cast(spark_type).alias(name))
-        elif name == "deadline_ms":
-            columns.append(
-                (F.col(layout["arrival_ms"]) + F.col(layout["timeout_ms"])).alias(name)
-            )
-        elif name == "latency_ms":
-            columns.append(
-                (F.col(layout["done_ms"]) - F.col(layout["arrival_ms"])).alias(name)
-            )
-        elif name == "outcome":
-            columns.append(
-                F.when(F.col(layout["expired"]) == 1, F.lit("expired"))
-                .otherwise(F.lit("completed"))
-                .alias(name)
-            )
-        else:  # pragma: no cover - RECORD_LAYOUT and record_columns agree
-            raise AssertionError(f"no rule for {record}.{name}")
+    for field in RECORD_SCHEMAS[record]:
+        slot, packing = layout[field.name]
+        spark_type = _ARROW_TO_SPARK[field.type]
+        column = F.col(slot)
+        if packing == "reason":
+            column = F.substring_index(column, SEP, 1)
+        elif packing == "kind":
+            at = F.instr(column, SEP)
+            column = F.when(at > 0, column.substr(at + 1, F.length(column)))
+        columns.append(column.cast(spark_type).alias(field.name))
     return rows.select(*columns)
 
 
@@ -375,6 +373,25 @@ def _delete_path(spark: SparkSession, path: str) -> None:
     hadoop_path.getFileSystem(conf).delete(hadoop_path, True)
 
 
+def _move_outcomes(spark: SparkSession, source: str, target: str) -> None:
+    """Make the staged ``record=outcome`` files the ``outcomes`` dataset."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    src = jvm.org.apache.hadoop.fs.Path(source)
+    dst = jvm.org.apache.hadoop.fs.Path(target)
+    fs = src.getFileSystem(conf)
+    if fs.exists(dst):
+        fs.delete(dst, True)
+    if fs.exists(src):
+        fs.mkdirs(dst.getParent())
+        if not fs.rename(src, dst):
+            raise OSError(f"could not move {source} to {target}")
+        fs.create(jvm.org.apache.hadoop.fs.Path(target + "/_SUCCESS")).close()
+    else:  # no outcome at all (everything rejected): an empty dataset
+        spark.createDataFrame([], spark_schema(OUTCOME_SCHEMA)).write.parquet(target)
+
+
 def replay_to(
     events: DataFrame,
     output: str,
@@ -399,12 +416,15 @@ def replay_to(
 
     :return: the engine's meta records (worker, accelerated, events), one per task
     """
+    import base64
+
     import numpy as np
 
     spark = events.sparkSession
     base = output.rstrip("/")
     staging = base + "/union-staging"
     duplicates: str | Sequence[int] = "skip" if validate else "find"
+    record = F.col("record")
     while True:
         frames = resolve_all(
             events,
@@ -417,42 +437,48 @@ def replay_to(
             report_ids=validate and duplicates == "skip",
         )
         frames.union.write.mode("overwrite").partitionBy("record").parquet(staging)
-        union = spark.read.parquet(staging)
-        record = F.col("record")
+        # Everything but the outcomes is small; partition pruning reads only it.
+        small = spark.read.parquet(staging).where(record != "outcome")
+        meta_rows = small.where(record == "meta").collect()
         if not validate or duplicates != "skip":
             break
-        blobs = [
-            r["b1"]
-            for r in union.where(record == "meta").select("b1").collect()
-            if r["b1"]
-        ]
+        blobs = [base64.b64decode(r["partition"]) for r in meta_rows if r["partition"]]
         ids = np.sort(
             np.concatenate([np.frombuffer(b, dtype="<i8") for b in blobs])
             if blobs
             else np.zeros(0, dtype=np.int64)
         )
         repeated = set(ids[1:][ids[1:] == ids[:-1]].tolist())
-        layout = RECORD_LAYOUT["rejected"]
         repeated.update(
-            r[0]
-            for r in union.where(
+            r["request_id"]
+            for r in small.where(
                 (record == "rejected")
-                & (F.col(layout["reason"]) == "duplicate request_id")
+                & (
+                    F.substring_index(F.col("outcome"), SEP, 1)
+                    == "duplicate request_id"
+                )
             )
-            .select(layout["request_id"])
+            .select("request_id")
             .collect()
         )
         if not repeated:
             break
         duplicates = sorted(repeated)  # replay again, rejecting every copy
     try:
+        _move_outcomes(spark, staging + "/record=outcome", base + "/outcomes")
         for kind, name in OUTPUT_DIRS.items():
-            _named(union.where(record == kind), kind).write.mode("overwrite").parquet(
-                base + "/" + name
-            )
-        meta = [
-            r.asDict() for r in _named(union.where(record == "meta"), "meta").collect()
-        ]
+            if kind != "outcome":
+                _named(small.where(record == kind), kind).write.mode(
+                    "overwrite"
+                ).parquet(base + "/" + name)
+        meta_frame = (
+            spark.createDataFrame(meta_rows, small.schema) if meta_rows else None
+        )
+        meta = (
+            [r.asDict() for r in _named(meta_frame, "meta").collect()]
+            if meta_frame is not None
+            else []
+        )
     finally:
         _delete_path(spark, staging)
     return meta

@@ -60,6 +60,7 @@ offset 10 (completes at 8), request 2 needs offset 20 and times out at 15.
 
 from __future__ import annotations
 
+import base64
 import gc
 import heapq
 import itertools
@@ -144,47 +145,50 @@ META_SCHEMA = pa.schema(
 )
 
 
-#: The one schema resolve_batches yields: a narrow tagged union of the
-#: outputs.  ``record`` is "outcome", "size", "rejected" or "meta"; the
-#: generic columns i0..i6 (int64) and s1, s2 (string) hold each record's
-#: fields as laid out in RECORD_LAYOUT.  Narrow, because every column costs
-#: twice on Spark (Arrow to the JVM, then the cache); derived columns
-#: (deadline, latency, the outcome's name) are computed when splitting.
-OUTPUT_SCHEMA = pa.schema(
-    [("record", pa.string()), ("partition", pa.string())]
-    + [(f"i{k}", pa.int64()) for k in range(7)]
-    + [("s1", pa.string()), ("s2", pa.string()), ("b1", pa.binary())]
-)
-RECORD_LAYOUT: dict[str, dict[str, str]] = {
-    "outcome": {
-        "request_id": "i0",
-        "arrival_ms": "i1",
-        "timeout_ms": "i2",
-        "done_ms": "i3",
-        "expired": "i4",
-    },
+#: The one schema resolve_batches yields: a tagged union of the outputs that
+#: has exactly the outcome columns, plus ``record`` ("outcome", "size",
+#: "rejected" or "meta").  The other records are packed into the outcome
+#: columns (RECORD_LAYOUT) and unpacked when split.  Why: Spark writes the
+#: union once, partitioned by ``record``, and the ``record=outcome`` part *is*
+#: the outcomes dataset (a partition column is not stored in the files), so
+#: the large output is written once and only the small ones are rewritten.
+OUTPUT_SCHEMA = pa.schema(list(OUTCOME_SCHEMA) + [pa.field("record", pa.string())])
+
+#: Per record: its column -> (outcome column that carries it, packing).
+#: Packing: "" as is; "str" an int carried as a decimal string; "reason" and
+#: "kind" share one string, ``reason`` or ``reason + "\x1f" + kind``; "b64"
+#: bytes carried as base64 text.
+RECORD_LAYOUT: dict[str, dict[str, tuple[str, str]]] = {
+    "outcome": {f.name: (f.name, "") for f in OUTCOME_SCHEMA},
     "size": {
-        "window_start_ms": "i0",
-        "pending_end": "i1",
-        "pending_max": "i2",
-        "arrivals": "i3",
-        "completed": "i4",
-        "expired": "i5",
-        "timeout_ms": "i6",
+        "partition": ("partition", ""),
+        "timeout_ms": ("timeout_ms", ""),
+        "window_start_ms": ("request_id", ""),
+        "pending_end": ("arrival_ms", ""),
+        "pending_max": ("deadline_ms", ""),
+        "arrivals": ("done_ms", ""),
+        "completed": ("latency_ms", ""),
+        "expired": ("outcome", "str"),
     },
     "rejected": {
-        "ts_ms": "i0",
-        "request_id": "i1",
-        "required_offset": "i2",
-        "timeout_ms": "i3",
-        "replica": "i4",
-        "fetch_offset": "i5",
-        "kind": "s1",
-        "reason": "s2",
+        "ts_ms": ("arrival_ms", ""),
+        "partition": ("partition", ""),
+        "kind": ("outcome", "kind"),
+        "request_id": ("request_id", ""),
+        "required_offset": ("deadline_ms", ""),
+        "timeout_ms": ("timeout_ms", ""),
+        "replica": ("done_ms", ""),
+        "fetch_offset": ("latency_ms", ""),
+        "reason": ("outcome", "reason"),
     },
-    # ids (only with report_ids): the sorted request_ids this call replayed,
-    # as little-endian int64 bytes, so a driver can find cross-task duplicates.
-    "meta": {"events": "i0", "accelerated": "i1", "worker": "s1", "ids": "b1"},
+    # ids (only with report_ids): the sorted request_ids this call replayed
+    # (little-endian int64), so a driver can find duplicates across calls.
+    "meta": {
+        "worker": ("outcome", ""),
+        "accelerated": ("arrival_ms", ""),
+        "events": ("request_id", ""),
+        "ids": ("partition", "b64"),
+    },
 }
 RECORD_SCHEMAS = {
     "outcome": OUTCOME_SCHEMA,
@@ -192,29 +196,7 @@ RECORD_SCHEMAS = {
     "rejected": REJECTED_SCHEMA,
     "meta": META_SCHEMA,
 }
-
-
-def record_columns(record: str) -> dict[str, Any]:
-    """How to compute each named column of ``record`` from the union's columns.
-
-    Returns name -> ("col", generic name, type) or ("expr", formula, type), in
-    the record's schema order; used by split_output (Arrow) and the Spark glue.
-    """
-    layout = RECORD_LAYOUT[record]
-    derived = {
-        "deadline_ms": "arrival_ms + timeout_ms",
-        "latency_ms": "done_ms - arrival_ms",
-        "outcome": "expired ? 'expired' : 'completed'",
-    }
-    out: dict[str, Any] = {}
-    for field in RECORD_SCHEMAS[record]:
-        if field.name == "partition":
-            out[field.name] = ("col", "partition", field.type)
-        elif field.name in layout:
-            out[field.name] = ("col", layout[field.name], field.type)
-        else:
-            out[field.name] = ("expr", derived[field.name], field.type)
-    return out
+SEP = "\x1f"
 
 
 _KIND_FETCH, _KIND_PRODUCE, _KIND_OTHER, _KIND_NULL = 0, 1, 2, 3
@@ -613,19 +595,32 @@ def _kind_codes(column: pa.Array) -> np.ndarray:
 
 def _union_batch(record: str, columns: dict[str, Any], n: int) -> pa.RecordBatch:
     """One union batch of ``n`` rows of ``record`` from its named columns."""
-    generic = {
-        RECORD_LAYOUT[record][k]: v for k, v in columns.items() if k != "partition"
-    }
+    layout = RECORD_LAYOUT[record]
+    slots: dict[str, Any] = {}
+    for name, value in columns.items():
+        slot, packing = layout[name]
+        if packing == "":
+            slots[slot] = value
+        elif packing == "str":
+            slots[slot] = pc.cast(pa.array(value, pa.int64()), pa.string())
+        elif packing == "b64":
+            slots[slot] = pa.array(
+                [None if v is None else base64.b64encode(v).decode() for v in value],
+                pa.string(),
+            )
+    if record == "rejected":
+        reason = pa.array(columns["reason"], pa.string())
+        kind = columns["kind"]
+        kind = kind if isinstance(kind, (pa.Array, pa.ChunkedArray)) else pa.array(kind)
+        kind = kind.cast(pa.string())
+        joined = pc.binary_join_element_wise(reason, kind, SEP)
+        slots["outcome"] = pc.if_else(pc.is_null(kind), reason, joined)
     arrays = []
     for field in OUTPUT_SCHEMA:
         if field.name == "record":
             arrays.append(pa.repeat(pa.scalar(record, pa.string()), n))
             continue
-        value = (
-            columns.get("partition")
-            if field.name == "partition"
-            else generic.get(field.name)
-        )
+        value = slots.get(field.name)
         if value is None:
             arrays.append(pa.nulls(n, field.type))
         elif isinstance(value, (pa.Array, pa.ChunkedArray)):
@@ -934,9 +929,11 @@ def _flush(
                 "request_id": request_id,
                 "partition": pa.repeat(pa.scalar(name, pa.string()), m),
                 "arrival_ms": arrival,
-                "timeout_ms": timeout,
+                "deadline_ms": arrival + timeout,
+                "outcome": pc.if_else(pa.array(expired), "expired", "completed"),
                 "done_ms": done_ms,
-                "expired": expired.astype(np.int64),
+                "latency_ms": done_ms - arrival,
+                "timeout_ms": timeout,
             },
             m,
         )
@@ -1078,20 +1075,26 @@ def split_output(batches: Iterable[pa.RecordBatch]) -> ReplayResult:
 
     def part(kind: str) -> pa.Table:
         rows = union.filter(pc.equal(record, kind))
-        named: dict[str, Any] = {}
-        for name, (how, what, _dtype) in record_columns(kind).items():
-            if how == "col":
-                named[name] = rows.column(what)
-        if kind == "outcome":
-            named["deadline_ms"] = pc.add(named["arrival_ms"], named["timeout_ms"])
-            named["latency_ms"] = pc.subtract(named["done_ms"], named["arrival_ms"])
-            named["outcome"] = pc.if_else(
-                pc.equal(rows.column(RECORD_LAYOUT["outcome"]["expired"]), 1),
-                "expired",
-                "completed",
-            )
         schema = RECORD_SCHEMAS[kind]
-        return pa.table([named[f.name].cast(f.type) for f in schema], schema=schema)
+        arrays = []
+        for field in schema:
+            slot, packing = RECORD_LAYOUT[kind][field.name]
+            column = rows.column(slot)
+            if packing == "str":
+                column = pc.cast(column, pa.int64())
+            elif packing in ("reason", "kind"):
+                index = 0 if packing == "reason" else 1
+                column = pa.array(
+                    [
+                        None
+                        if v is None or len(v.split(SEP, 1)) <= index
+                        else v.split(SEP, 1)[index]
+                        for v in column.to_pylist()
+                    ],
+                    pa.string(),
+                )
+            arrays.append(column.cast(field.type))
+        return pa.table(arrays, schema=schema)
 
     return ReplayResult(
         part("outcome"), part("size"), part("rejected"), part("meta").to_pylist()
