@@ -102,6 +102,7 @@ def main() -> int:
     parser.add_argument(
         "--workdir", default=None, help="where the trace and outputs go"
     )
+    parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory")
     args = parser.parse_args()
     if args.quick:
         args.requests, args.repeat = min(args.requests, 100_000), 1
@@ -122,8 +123,15 @@ def main() -> int:
         )
     out = os.path.join(work, "out")
 
+    # 2 GB of driver heap for both pipelines: with the default 1 GB, sorting
+    # two million rows leaves each job paying for the previous one's garbage.
     spark = spark_session(
-        args.master, "tickwheel-bench", ui=False, progress=False, shuffle_partitions=4
+        args.master,
+        "tickwheel-bench",
+        ui=False,
+        progress=False,
+        shuffle_partitions=4,
+        extra_conf={"spark.driver.memory": args.driver_memory},
     )
 
     def run_sql() -> None:

@@ -114,6 +114,9 @@ def spark_session(
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "true" if progress else "false")
         .config("spark.sql.adaptive.enabled", "true")
+        # Larger Arrow batches to and from the engine: fewer per-batch costs on
+        # both sides (measured: about 10% of the replay's CPU at 1M requests).
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
     )
     if shuffle_partitions is None:
         shuffle_partitions = 2 * (os.cpu_count() or 2)
