@@ -233,7 +233,8 @@ def _run_replay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
                 start = time.perf_counter()
                 table = write_trace(input_path, args.requests, args.partitions, seed=1)
                 print(
-                    f"[demo] wrote {table.num_rows:,} events ({args.requests:,} requests, "
+                    f"[demo] wrote {table.num_rows:,} events "
+                    f"({args.requests:,} requests, "
                     f"{args.partitions} partitions) to {input_path} in "
                     f"{time.perf_counter() - start:.1f} s"
                 )
