@@ -148,6 +148,13 @@ def _add_spark_commands(sub: Any) -> None:
     replay.add_argument("--partitions", type=int, default=32,
                         help="--demo: partitions to generate")
     replay.add_argument("--ui", action="store_true", help="start the Spark web UI")
+    replay.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable), e.g. spark.archives=env.tar.gz#environment",
+    )
     replay.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     gen = sub.add_parser(
         "gen-trace",
@@ -161,6 +168,16 @@ def _add_spark_commands(sub: Any) -> None:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--malformed", type=int, default=0,
                      help="also write this many malformed rows (to see rejected/)")
+
+
+def _conf_pairs(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
 
 
 def _int_list(text: str) -> list[int]:
@@ -246,6 +263,7 @@ def _run_replay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             replica_lag_max_ms=args.replica_lag_max_ms,
             fmt=args.format,
             ui=args.ui,
+            conf=_conf_pairs(parser, args.conf),
             plots=not args.no_plots,
         )
     except (FileNotFoundError, ValueError, TypeError) as exc:

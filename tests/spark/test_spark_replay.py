@@ -179,6 +179,8 @@ def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
             "--no-plots",
             "--timeout-ms",
             "30000,50",
+            "--conf",
+            "spark.sql.shuffle.partitions=3",
         ]
     )
     assert code == 0
@@ -218,6 +220,8 @@ def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
     assert main(["replay", str(tmp_path / "nope"), str(tmp_path / "o2")]) == 2
     with pytest.raises(SystemExit):
         main(["replay", "--timeout-ms", "x,y", str(trace), str(tmp_path / "o3")])
+    with pytest.raises(SystemExit):
+        main(["replay", "--conf", "novalue", str(trace), str(tmp_path / "o4")])
 
 
 def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):

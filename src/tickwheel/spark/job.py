@@ -290,6 +290,7 @@ def run_replay(
     replica_lag_max_ms: int | None = None,
     fmt: str | None = None,
     ui: bool = False,
+    conf: dict[str, str] | None = None,
     plots: bool = True,
     out: TextIO | None = None,
     spark: Any = None,
@@ -301,6 +302,7 @@ def run_replay(
     :param master: Spark master URL
     :param timeout_ms: None (row timeouts) or timeouts to sweep in one pass
     :param replica_lag_max_ms: None (fixed ISR) or the ISR lag limit
+    :param conf: further Spark settings for the session this builds
     :param out: where progress and the summary go (default: sys.stdout)
     :param spark: an existing SparkSession to use (default: build one)
     """
@@ -314,7 +316,7 @@ def run_replay(
     progress = _Progress(STAGES, out)
     progress.stage(f"starting Spark ({master})")
     if spark is None:
-        spark = spark_session(master, ui=ui)
+        spark = spark_session(master, ui=ui, extra_conf=conf)
     progress.done(f"Spark {spark.version}")
 
     progress.stage(f"reading {input_path}")
