@@ -1094,16 +1094,10 @@ cdef class TimerCore:
         return task
 
     cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs):
-        cdef TimerTask task = _new_task()
-        cdef int64_t delay_ns = _delay_to_ns(delay_ms, task)
         if kwargs:
             fn = _partial(fn, *args, **kwargs)
             args = ()
-        task._fn = fn
-        task._args = args
-        if self._add(task, delay_ns):
-            self._on_wake()
-        return task
+        return self._schedule_as(TimerTask, delay_ms, fn, args)
 
     cdef int _add(self, TimerTask task, int64_t delay_ns) except -1:
         # Returns 1 when the driver must wake: the task is ready, or its

@@ -504,10 +504,6 @@ class TimerTaskList:
             node = nxt
         if count != self._size:
             raise AssertionError(f"size {self._size} but {count} nodes")
-        if count and self._expiration_ms is None:
-            # Only the wheel sets expirations; a free-standing bucket may hold
-            # nodes without one, which is fine.
-            pass
 
     def __repr__(self) -> str:
         return f"<TimerTaskList size={self._size} expiration_ms={self._expiration_ms}>"
