@@ -117,14 +117,14 @@ class _Recorder:
 
 
 def lateness_tickwheel(
-    n: int, pure: bool = False, executor: Any = None
+    n: int, pure: bool = False, executor: Any = None, cascade_early: bool = True
 ) -> dict[str, Any]:
     from tickwheel import timer as tw
 
     cls = tw.PySystemTimer if pure else tw.SystemTimer
     rec = _Recorder(n)
     cb, mono = rec.cb, time.monotonic_ns
-    with cls(name="bench", executor=executor) as timer:
+    with cls(name="bench", executor=executor, cascade_early=cascade_early) as timer:
         schedule = timer.schedule
         start = time.perf_counter()
         for deadline in _deadlines(n):
@@ -194,6 +194,8 @@ def lateness_sched(n: int) -> dict[str, Any]:
 LATENESS: dict[str, Callable[[int], dict[str, Any]]] = {
     "tickwheel": lateness_tickwheel,
     "tickwheel-inline": lambda n: lateness_tickwheel(n, executor="inline"),
+    # Kafka's cascading (all of a bucket when its slot starts), for comparison.
+    "tickwheel-kafka-cascade": lambda n: lateness_tickwheel(n, cascade_early=False),
     "tickwheel-py": lambda n: lateness_tickwheel(n, pure=True),
     "heapq": lateness_heapq,
     "sched": lateness_sched,

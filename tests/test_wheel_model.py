@@ -2,8 +2,9 @@
 
 Each rule applies the same operation to the timer and to the model, then the
 tasks that fired (and when, on the discrete-event clock) must match exactly.
-Tasks may spawn children while they run, tasks may be re-added (moved), and
-the clock jumps by zero, small and huge amounts.
+Tasks may spawn children while they run, tasks may be re-added (moved), the
+clock jumps by zero, small and huge amounts, and ``precascade`` moves tasks
+down early at random points.
 """
 
 from __future__ import annotations
@@ -121,6 +122,15 @@ def make_machine(timers, tick_ms: int):
             self.pending.pop(tid, None)  # moves: the old entry must not fire
             self._model_schedule(tid, self.now, _ceil_to(self.now + delay, tick_ms))
             self.timer.add(task)
+
+        @rule(budget=st.integers(1, 300), calls=st.integers(1, 5))
+        def precascade(self, budget: int, calls: int):
+            # Early cascading moves tasks between buckets only: what fires,
+            # and when, must not change (the model does nothing).
+            for _ in range(calls):
+                looked = self.timer.precascade(budget)
+                assert 0 <= looked <= budget
+                self.timer._check()
 
         @rule(ms=ADVANCES)
         def advance(self, ms: int):

@@ -114,6 +114,13 @@ cdef class TimerCore:
     cdef TimingWheel _wheel
     cdef TimerTaskList _expired
     cdef list _ready
+    # precascade(): the overflow bucket being moved down early, its slot,
+    # entries left in the current pass, and the lower level's horizon when
+    # the pass began (-1: no pass yet).
+    cdef TimerTaskList _pc_bucket
+    cdef int64_t _pc_expiration
+    cdef Py_ssize_t _pc_left
+    cdef int64_t _pc_horizon
 
     cdef int64_t _now_ns(self) except? -1
     cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs)
@@ -121,3 +128,4 @@ cdef class TimerCore:
                                 tuple args)
     cdef int _add(self, TimerTask task, int64_t delay_ns) except -1
     cdef void _expire(self, TimerTask task) noexcept
+    cdef Py_ssize_t _precascade(self, Py_ssize_t budget) except -1

@@ -32,6 +32,7 @@ __all__ = [
 
 DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
+PRECASCADE_CHUNK = 256
 MAX_DELAY_MS = 2**62 // 1_000_000
 
 # Compile-time constants: dividing by NS_PER_MS becomes a multiply-shift.
@@ -962,6 +963,7 @@ cdef class TimerCore:
         self._expired = TimerTaskList(self._counter)
         self._ready = []
         self._closed = False
+        self._pc_horizon = -1
 
     cdef int64_t _now_ns(self) except? -1:
         if self._manual:
@@ -1195,6 +1197,89 @@ cdef class TimerCore:
                 node = root._next
             bucket._has_expiration = False
         return expired
+
+    def precascade(self, max_entries=PRECASCADE_CHUNK):
+        """Move tasks of the next overflow bucket down a level before it is due.
+
+        Kafka cascades an overflow bucket when its slot starts, all at once:
+        a bucket holding 100,000 tasks stalls the driver for milliseconds
+        just when its first tasks fall due.  A driver with idle time calls
+        this instead, repeatedly, until it returns 0.  Each call looks at up
+        to ``max_entries`` tasks of the overflow bucket due soonest among
+        those whose slot already overlaps the lower level's reach by at least
+        half: a task the lower level can hold moves there now, the others
+        go back to their bucket.  One pass visits each task once; a bucket
+        is passed over again only after the lower level's reach grew by an
+        eighth of the bucket's span, so the work stays bounded.
+
+        Deadlines, order and counts are unchanged: a task only ever moves to
+        the bucket it would have reached at its slot's start.  When nothing
+        is due, the wheel's clock is first brought up to the timer's.
+
+        Runtime complexity: O(max_entries + levels x wheel_size).
+
+        :param max_entries: the most tasks to look at in this call, >= 1
+        :return: how many tasks it looked at (0: nothing to do now)
+        :raises TypeError: if ``max_entries`` is not an int
+        :raises ValueError: if ``max_entries`` < 1
+        """
+        return self._precascade(<Py_ssize_t>_check_positive(max_entries, "max_entries", 1))
+
+    cdef Py_ssize_t _precascade(self, Py_ssize_t budget) except -1:
+        cdef TimingWheel lower = self._wheel
+        cdef TimingWheel wheel = lower._overflow
+        cdef TimerTaskList bucket, best = None
+        cdef int64_t horizon, best_horizon = 0, best_span = 0, step
+        cdef TimerTaskEntry root, node
+        cdef Py_ssize_t looked = 0, n
+        cdef int64_t now_ms = _floordiv(self._now_ns(), NS_PER_MS)
+        cdef list heap = self._queue._heap
+        if now_ms > lower._current_time_ms and (
+                not heap or (<TimerTaskList>heap[0])._expiration_ms > now_ms):
+            # Nothing is due: bring the wheel's clock (which only moves when a
+            # bucket is polled) up to the timer's, as a poll at now would.
+            lower._advance(now_ms)
+        while wheel is not None:
+            horizon = lower._current_time_ms + lower._interval_ms
+            for obj in wheel._buckets:
+                bucket = <TimerTaskList>obj
+                if (bucket._size and bucket._has_expiration
+                        and (best is None or bucket._expiration_ms < best._expiration_ms)
+                        and 2 * (horizon - bucket._expiration_ms) >= wheel._tick_ms):
+                    best = bucket
+                    best_horizon = horizon
+                    best_span = wheel._tick_ms
+            lower = wheel
+            wheel = wheel._overflow
+        if best is None:
+            return 0
+        if best is not self._pc_bucket or best._expiration_ms != self._pc_expiration:
+            self._pc_bucket = best
+            self._pc_expiration = best._expiration_ms
+            self._pc_left = 0
+            self._pc_horizon = -1
+        if self._pc_left <= 0:
+            step = best_span // 8 if best_span >= 8 else 1
+            if self._pc_horizon >= 0 and best_horizon - self._pc_horizon < step:
+                return 0
+            self._pc_left = best._size
+            self._pc_horizon = best_horizon
+        n = budget if budget < self._pc_left else self._pc_left
+        root = best._root
+        while looked < n:
+            node = root._next
+            if node is root:
+                self._pc_left = 0
+                break
+            best._unlink(node)
+            # Lands lower if it fits, else back at this bucket's tail (the
+            # level's clock has not moved, so its slot is the same one).
+            if not self._wheel._add(node):
+                self._expire(<TimerTask>node)
+                self._ready.append(node)
+            looked += 1
+        self._pc_left -= looked
+        return looked
 
     def cancel_all(self):
         """Cancel every pending task; return how many were cancelled."""

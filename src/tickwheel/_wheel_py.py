@@ -52,6 +52,7 @@ __all__ = [
 
 DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
+PRECASCADE_CHUNK = 256
 #: Largest accepted ``|delay_ms|``: about 146 years, so nanosecond deadlines
 #: fit in a signed 64-bit integer on any monotonic clock reading.
 MAX_DELAY_MS = 2**62 // 1_000_000
@@ -818,6 +819,13 @@ class TimerCore:
         self._expired = TimerTaskList(self._counter)
         self._ready: list[TimerTask] = []
         self._closed = False
+        # precascade(): the overflow bucket being moved down early, its slot,
+        # entries left in the current pass, and the lower level's horizon when
+        # the pass began (-1: no pass yet).
+        self._pc_bucket: TimerTaskList | None = None
+        self._pc_expiration = 0
+        self._pc_left = 0
+        self._pc_horizon = -1
 
     # -- clock -------------------------------------------------------------
     @property
@@ -1041,6 +1049,94 @@ class TimerCore:
                     node = root._next
                 bucket._expiration_ms = None
             return expired
+
+    def precascade(self, max_entries: int = PRECASCADE_CHUNK) -> int:
+        """Move tasks of the next overflow bucket down a level before it is due.
+
+        Kafka cascades an overflow bucket when its slot starts, all at once:
+        a bucket holding 100,000 tasks stalls the driver for milliseconds
+        just when its first tasks fall due.  A driver with idle time calls
+        this instead, repeatedly, until it returns 0.  Each call looks at up
+        to ``max_entries`` tasks of the overflow bucket due soonest among
+        those whose slot already overlaps the lower level's reach by at least
+        half: a task the lower level can hold moves there now, the others
+        go back to their bucket.  One pass visits each task once; a bucket
+        is passed over again only after the lower level's reach grew by an
+        eighth of the bucket's span, so the work stays bounded.
+
+        Deadlines, order and counts are unchanged: a task only ever moves to
+        the bucket it would have reached at its slot's start.  When nothing
+        is due, the wheel's clock is first brought up to the timer's.
+
+        Runtime complexity: O(max_entries + levels x wheel_size).
+
+        :param max_entries: the most tasks to look at in this call, >= 1
+        :return: how many tasks it looked at (0: nothing to do now)
+        :raises TypeError: if ``max_entries`` is not an int
+        :raises ValueError: if ``max_entries`` < 1
+        """
+        budget = _check_positive(max_entries, "max_entries", 1)
+        with _LOCK:
+            return self._precascade(budget)
+
+    def _precascade(self, budget: int) -> int:
+        lower = self._wheel
+        wheel = lower._overflow
+        best: TimerTaskList | None = None
+        best_horizon = best_span = best_expiration = 0
+        now_ms = self.now_ns // _NS_PER_MS
+        head = self._queue.next_expiration_ms
+        if now_ms > lower._current_time_ms and (head is None or head > now_ms):
+            # Nothing is due: bring the wheel's clock (which only moves when a
+            # bucket is polled) up to the timer's, as a poll at now would.
+            lower._advance(now_ms)
+        while wheel is not None:
+            horizon = lower._current_time_ms + lower._interval_ms
+            for bucket in wheel._buckets:
+                expiration = bucket._expiration_ms
+                if (
+                    bucket._size
+                    and expiration is not None
+                    and (best is None or expiration < best_expiration)
+                    and 2 * (horizon - expiration) >= wheel._tick_ms
+                ):
+                    best = bucket
+                    best_expiration = expiration
+                    best_horizon = horizon
+                    best_span = wheel._tick_ms
+            lower = wheel
+            wheel = wheel._overflow
+        if best is None:
+            return 0
+        if best is not self._pc_bucket or best_expiration != self._pc_expiration:
+            self._pc_bucket = best
+            self._pc_expiration = best_expiration
+            self._pc_left = 0
+            self._pc_horizon = -1
+        if self._pc_left <= 0:
+            step = best_span // 8 if best_span >= 8 else 1
+            if self._pc_horizon >= 0 and best_horizon - self._pc_horizon < step:
+                return 0
+            self._pc_left = best._size
+            self._pc_horizon = best_horizon
+        n = min(budget, self._pc_left)
+        root = best._root
+        looked = 0
+        while looked < n:
+            node = root._next
+            if node is root:
+                self._pc_left = 0
+                break
+            assert node is not None
+            best._unlink(node)
+            # Lands lower if it fits, else back at this bucket's tail (the
+            # level's clock has not moved, so its slot is the same one).
+            if not self._wheel._add(node):
+                self._expire(node)  # type: ignore[arg-type]
+                self._ready.append(node)  # type: ignore[arg-type]
+            looked += 1
+        self._pc_left -= looked
+        return looked
 
     def cancel_all(self) -> int:
         """Cancel every pending task; return how many were cancelled."""
