@@ -18,6 +18,10 @@ timer's own (the clock moves on during the call), so a negative value is a
 real early fire, and a positive one may overstate the lateness by the cost
 of one schedule call.
 
+W3 stall: the same load on the manual clock, stepped 1 ms at a time: the
+longest single poll while tasks fall due (no task runs during a poll), with
+and without early cascading.  Noise can make it longer, never shorter.
+
 W4 (memory): bytes per pending timer at N (tracemalloc and RSS), with one
 shared no-op callback and the handles kept in a list allocated before the
 baseline (so neither is counted), then the bytes still held after cancelling
@@ -205,6 +209,55 @@ if uvloop is not None:
     LATENESS["uvloop"] = lambda n: lateness_loop(n, True)
 
 
+# -- W3 stall: the longest poll on the manual clock ------------------------------
+
+
+def stall(impl: str, n: int) -> dict[str, Any]:
+    """W3's load on a MockTimer stepped 1 ms at a time: the longest single poll.
+
+    A poll is what the reaper does when a bucket is due; while it runs, no
+    task runs, so its longest duration is the floor of the real-time p99.
+    ``tickwheel`` calls ``precascade`` to exhaustion between steps (what the
+    reaper does while idle); ``tickwheel-kafka-cascade`` does not (Kafka
+    cascades a bucket all at once when its slot starts).
+    """
+    from tickwheel import timer as tw
+
+    early = impl == "tickwheel"
+    if impl not in ("tickwheel", "tickwheel-kafka-cascade"):
+        raise ValueError(f"stall: unknown impl {impl!r}")
+    rnd = random.Random(7)
+    lead = max(LEAD_MS, n * 5_000 // 1_000_000)
+    timer = tw.MockTimer(start_ms=0)
+    for _ in range(n):
+        timer.schedule(lead + rnd.random() * WINDOW_MS, _cb)
+    clock = time.perf_counter_ns
+    polls: list[int] = []
+    precascade_ns = 0
+    for ms in range(1, lead + WINDOW_MS + 2):
+        timer.now_ns = ms * 1_000_000
+        t0 = clock()
+        due = timer.poll(ms)
+        polls.append(clock() - t0)
+        timer._run(due, None)
+        while early:
+            t0 = clock()
+            looked = timer.precascade()
+            precascade_ns += clock() - t0
+            if not looked:
+                break
+    if len(timer):
+        raise RuntimeError(f"{len(timer)} tasks left")
+    window = polls[lead - 1 :]  # the polls while tasks fall due
+    window.sort()
+    return {
+        "n": n,
+        "worst_poll_ms": window[-1] / 1e6,
+        "p99_poll_ms": window[int(0.99 * (len(window) - 1))] / 1e6,
+        "precascade_ms_total": precascade_ns / 1e6,
+    }
+
+
 # -- W4: memory ----------------------------------------------------------------
 
 
@@ -299,12 +352,14 @@ def gc_pause(impl: str, n: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["lateness", "memory", "gc"])
+    parser.add_argument("what", choices=["lateness", "stall", "memory", "gc"])
     parser.add_argument("impl")
     parser.add_argument("--n", type=int, required=True)
     args = parser.parse_args(argv)
     if args.what == "lateness":
         result = LATENESS[args.impl](args.n)
+    elif args.what == "stall":
+        result = stall(args.impl, args.n)
     elif args.what == "memory":
         result = memory(args.impl, args.n)
     else:

@@ -34,12 +34,14 @@ RESULTS = os.path.join(HERE, "results")
 LATENESS_IMPLS = [
     "tickwheel",
     "tickwheel-inline",
+    "tickwheel-kafka-cascade",
     "heapq",
     "sched",
     "asyncio",
     "uvloop",
     "tickwheel-py",
 ]
+STALL_IMPLS = ["tickwheel", "tickwheel-kafka-cascade"]
 # sched is left out of W4/W6: its cancel is O(n) (cancelling 10^6 events is
 # quadratic), and its events sit in a plain heapq list like heapq's entries.
 MEMORY_IMPLS = ["tickwheel", "heapq", "asyncio", "uvloop", "tickwheel-py"]
@@ -186,6 +188,21 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {impl} (N={r['n']:,}) | {q['min']:.3f} | {q['p50']:.3f} | "
             f"{q['p99']:.3f} | {q['max']:.3f} | {r['early']} | {r['drain_s']:.3f} |"
         )
+
+    if report.get("stall"):
+        out += [
+            "",
+            "**W3 stall** (manual clock, stepped 1 ms): the longest poll while "
+            "tasks fall due; no task runs during a poll",
+            "",
+            "| implementation | worst poll ms | p99 poll ms | precascade CPU ms |",
+            "|---|---|---|---|",
+        ]
+        for impl, r in report["stall"].items():
+            out.append(
+                f"| {impl} (N={r['n']:,}) | {r['worst_poll_ms']:.3f} | "
+                f"{r['p99_poll_ms']:.3f} | {r['precascade_ms_total']:.1f} |"
+            )
 
     out += [
         "",
@@ -367,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     report["lateness"] = {
         i: run_measure("lateness", i, n) for i in LATENESS_IMPLS if _available(i)
     }
+    report["stall"] = {i: run_measure("stall", i, n) for i in STALL_IMPLS}
     report["memory"] = {
         i: run_measure("memory", i, memory_n) for i in MEMORY_IMPLS if _available(i)
     }

@@ -1,4 +1,4 @@
-"""Smoke test of measure.py (W3 lateness, W4 memory, W6 GC) at a tiny size.
+"""Smoke test of measure.py (W3 lateness and stall, W4 memory, W6 GC) at a tiny size.
 
 The real runs are ``python bench/run.py``; this keeps the code from rotting
 under ``pytest bench --benchmark-disable`` and checks the invariants that
@@ -9,7 +9,7 @@ what it held when every timer is cancelled.
 from __future__ import annotations
 
 import pytest
-from measure import LATENESS, gc_pause, memory
+from measure import LATENESS, gc_pause, memory, stall
 
 
 @pytest.mark.parametrize("impl", sorted(LATENESS))
@@ -21,6 +21,13 @@ def test_lateness_smoke(impl):
         # rounds its clock to the millisecond).
         assert result["early"] == 0
         assert result["lateness_ms"]["min"] >= 0
+
+
+@pytest.mark.parametrize("impl", ["tickwheel", "tickwheel-kafka-cascade"])
+def test_stall_smoke(impl):
+    result = stall(impl, 5_000)  # raises if a task is left
+    assert result["worst_poll_ms"] >= result["p99_poll_ms"] > 0
+    assert (result["precascade_ms_total"] > 0) is (impl == "tickwheel")
 
 
 def test_memory_smoke_tickwheel_frees_on_cancel():
