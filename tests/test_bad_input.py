@@ -191,6 +191,21 @@ def test_bad_input_mock_advance_clock(mock, name, value, exc):
     _expect(exc, lambda: mock.advance_clock(value), name, value)
 
 
+PRECASCADE_ROWS = (
+    [("max_entries", v, TypeError) for v in WRONG_TYPES + BOOLS + NON_FINITE + [5.0]]
+    + [("max_entries", v, ValueError) for v in [0, -1] + HUGE_NEG]
+    + [("max_entries", v, OverflowError) for v in HUGE]
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "exc"), PRECASCADE_ROWS, ids=_ids(PRECASCADE_ROWS)
+)
+def test_bad_input_precascade(mock, system, name, value, exc):
+    for timer in (mock, system):
+        _expect(exc, lambda: timer.precascade(value), name, value)
+
+
 ADVANCE_TO_ROWS = (
     [("time_ms", v, TypeError) for v in WRONG_TYPES + BOOLS + NON_FINITE + [5.0]]
     + [("time_ms", v, ValueError) for v in [-1, 999]]
@@ -296,6 +311,8 @@ SYSTEM_ROWS = [
     ("executor", concurrent.futures.ThreadPoolExecutor, TypeError),
     ("clock", 5, TypeError),
     ("clock", "monotonic", TypeError),
+    ("cascade_early", 1, TypeError),
+    ("cascade_early", None, TypeError),
 ]
 
 
