@@ -1,0 +1,389 @@
+"""Hypothesis state machine: the asyncio drop-in against a heapq/dict model.
+
+A :class:`~tickwheel.compat_asyncio.TimerWheel` runs on an event loop whose
+clock is an integer number of nanoseconds that only the test moves (no
+sleeps, no real time).  Each rule applies the same operation to the wheel
+and to a plain reference (a heap of ``(due_ns, id)`` plus a dict of pending
+ids):
+
+* ``call_later`` with delays from negative through sub-millisecond to days,
+  and infinite/enormous ones (clamped, so they never come due here);
+* ``cancel()`` of pending, already-run and already-cancelled handles, whose
+  return value must be what the reference says;
+* advancing the clock by 0, a few nanoseconds, milliseconds or a day, either
+  in one jump (the loop wakes late) or stepping through every due bucket (the
+  loop wakes on time);
+* callbacks that, while running, cancel another handle or schedule new ones.
+
+The reference is the documented contract: a handle's deadline is the clock
+at ``call_later`` plus the delay, rounded up to the millisecond and then to
+the tick; a handle already due when added runs on the next loop iteration;
+due handles run in deadline order.  It is checked *online*: whenever a
+callback runs, no pending handle may be due before it, its deadline must
+have passed (never early), and when the loop wakes on time it must run
+exactly at its deadline (never late).  After each rule the wheel's
+``len()``, each handle's ``cancelled()`` and ``when()`` and the wheel's
+``_check()`` must agree with the reference.
+
+Handles due in the same tick may run in any order.  The wheel does not keep
+scheduling order across levels: a handle filed in a coarse bucket earlier
+is moved down behind one filed later straight into the fine bucket (found
+by this machine; e.g. at loop time 0 ``call_later(1.0, a)`` and
+``call_later(0.79, f)``, where ``f`` calls ``call_later(0.21, b)``: ``b``
+runs first).  asyncio leaves the order of equal deadlines undefined too.
+
+Both cores: the ``c-extension`` variant uses :mod:`tickwheel.compat_asyncio`
+as imported (its wheel must sit on the compiled core); the ``pure-python``
+variant uses the module itself when it was imported on the twin
+(``TICKWHEEL_NO_EXTENSIONS=1``), and otherwise a private copy of it whose
+``._impl`` names come from :mod:`tickwheel._wheel_py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import importlib.util
+import math
+import selectors
+import sys
+import types
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+
+import tickwheel
+from tickwheel import _impl, compat_asyncio
+
+NS_PER_MS = 1_000_000
+START_NS = 1_000 * 10**9
+# The wheel reads the loop's clock as round(loop.time() * 1e9); below this the
+# float round trip of an integer nanosecond count is exact (about 23 days).
+CLOCK_CAP_NS = 2 * 10**15
+# Clamped delays ("about 146 years") never come due under CLOCK_CAP_NS.
+LIMIT_MS = _impl.MAX_DELAY_MS - 1
+
+# Delays in seconds that are exact binary fractions, so the wheel's float
+# arithmetic (seconds * 1000.0 * 1e6, rounded up) is exact and the reference
+# can use integers: 2**-20 s steps (sub-millisecond), 2**-10 s steps up to
+# 16 s, whole seconds up to a day, and clamped ones.
+DELAYS = st.one_of(
+    st.integers(-(2**20), 2**16).map(lambda m: m / 2**20),
+    st.integers(0, 2**14).map(lambda m: m / 2**10),
+    st.integers(0, 86_400).map(float),
+    st.sampled_from([0.0, -0.0, 1e10, math.inf]),
+)
+CHILD_ACTIONS = st.one_of(st.none(), st.tuples(st.just("cancel"), st.integers(0, 999)))
+ACTIONS = st.one_of(
+    st.none(),
+    st.tuples(st.just("cancel"), st.integers(0, 999)),
+    st.tuples(st.just("add"), DELAYS, CHILD_ACTIONS),
+)
+ADVANCES_NS = st.one_of(
+    st.just(0),
+    st.integers(1, 2 * NS_PER_MS),
+    st.integers(0, 100).map(lambda ms: ms * NS_PER_MS),
+    st.integers(0, 20_000).map(lambda ms: ms * NS_PER_MS),
+)
+# A separate rule, so that most runs reach the deadlines of what they scheduled.
+FAR_ADVANCES_NS = st.sampled_from([3_600 * 10**9, 86_400 * 10**9, 10**15])
+
+
+# -- the event loop on a manual clock --------------------------------------------------
+class _NoWaitSelector(selectors.DefaultSelector):
+    """Never blocks: the loop's time moves only when the test moves it."""
+
+    def select(self, timeout: float | None = None) -> list[Any]:
+        return super().select(0)
+
+
+class ManualClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose ``time()`` is ``now_ns / 1e9``, set by the test."""
+
+    def __init__(self) -> None:
+        super().__init__(_NoWaitSelector())
+        self.now_ns = START_NS
+
+    def time(self) -> float:
+        return self.now_ns / 1e9
+
+    def run_one_iteration(self) -> None:
+        """Run what is ready and what is scheduled at or before ``time()``."""
+        self.call_soon(self.stop)
+        self.run_forever()
+
+
+# -- the drop-in module bound to each core ---------------------------------------------
+_twin_copy: types.ModuleType | None = None
+
+
+def _compat_asyncio_on_twin() -> types.ModuleType:
+    """compat_asyncio built on the pure-Python core (loaded once, not registered)."""
+    global _twin_copy
+    if _twin_copy is None:
+        twin = importlib.import_module("tickwheel._wheel_py")
+        shim = types.ModuleType("tickwheel._impl")
+        shim.__dict__.update(vars(_impl))
+        for name in _impl.__all__:
+            if hasattr(twin, name):
+                setattr(shim, name, getattr(twin, name))
+        shim.__dict__.update(core=twin, USE_EXTENSIONS=False)
+        path = compat_asyncio.__file__
+        assert path is not None
+        spec = importlib.util.spec_from_file_location(
+            "tickwheel._compat_asyncio_on_twin", path
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        saved = sys.modules["tickwheel._impl"]
+        sys.modules["tickwheel._impl"] = shim
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.modules["tickwheel._impl"] = saved
+        _twin_copy = module
+    return _twin_copy
+
+
+def dropin_for(core: types.ModuleType) -> types.ModuleType:
+    """The compat_asyncio module whose TimerWheel runs on ``core``."""
+    if issubclass(compat_asyncio.TimerWheel, core.TimerCore):
+        module: types.ModuleType = compat_asyncio
+    elif core.__name__ == "tickwheel._wheel_py":
+        module = _compat_asyncio_on_twin()
+    else:
+        pytest.fail(
+            "tickwheel.compat_asyncio is not on the compiled core "
+            f"(tickwheel.USE_EXTENSIONS={tickwheel.USE_EXTENSIONS})"
+        )
+    assert issubclass(module.TimerWheel, core.TimerCore)
+    return module
+
+
+# -- the reference ---------------------------------------------------------------------
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Rec:
+    """What the test knows about one handle."""
+
+    def __init__(self, hid: int, delay: float, added_ns: int, action: Any) -> None:
+        self.hid = hid
+        self.delay = delay
+        self.added_ns = added_ns
+        self.action = action
+        self.handle: Any = None
+        self.runs = 0
+        self.cancelled = False
+        # Filled by Reference.add: the rounded deadline and the run order key.
+        self.expiration_ms: int | None = None
+        self.key_ns: int | None = None
+
+
+class Reference:
+    """Pending handles by due time: a heap plus a dict.
+
+    A handle never comes back once it ran or was cancelled, so heap entries
+    of ids no longer pending are just skipped.
+    """
+
+    def __init__(self, tick_ms: int) -> None:
+        self.tick_ms = tick_ms
+        self.heap: list[tuple[int, int]] = []
+        self.pending: dict[int, int] = {}  # hid -> due_ns
+
+    def add(self, rec: Rec, now_ns: int) -> None:
+        if not -LIMIT_MS <= rec.delay * 1000.0 <= LIMIT_MS:
+            # Clamped (or infinite): due far beyond CLOCK_CAP_NS.
+            self.pending[rec.hid] = sys.maxsize
+            return
+        exact = Fraction(rec.delay) * 10**9
+        deadline_ns = now_ns + _ceil_div(exact.numerator, exact.denominator)
+        deadline_ms = _ceil_div(deadline_ns, NS_PER_MS)
+        rec.expiration_ms = _ceil_div(deadline_ms, self.tick_ms) * self.tick_ms
+        # Already due when added: it runs on the next loop iteration ("now").
+        rec.key_ns = max(rec.expiration_ms * NS_PER_MS, now_ns)
+        self.pending[rec.hid] = rec.key_ns
+        heapq.heappush(self.heap, (rec.key_ns, rec.hid))
+
+    def first_due_ns(self) -> int | None:
+        """The earliest due time of a pending id (what may run next)."""
+        heap = self.heap
+        while heap and heap[0][1] not in self.pending:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def due(self, now_ns: int) -> list[int]:
+        """Ids still pending whose time has come (must be empty after advancing)."""
+        return [hid for hid, due_ns in self.pending.items() if due_ns <= now_ns]
+
+
+# -- the state machine -----------------------------------------------------------------
+def make_machine(
+    dropin: types.ModuleType, tick_ms: int, wheel_size: int
+) -> type[RuleBasedStateMachine]:
+    class AsyncioWheelModel(RuleBasedStateMachine):
+        handles = Bundle("handles")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.loop = ManualClockLoop()
+            self.loop.set_exception_handler(self.on_loop_error)
+            self.wheel: Any = dropin.TimerWheel(
+                self.loop, tick_ms=tick_ms, wheel_size=wheel_size
+            )
+            self.ref = Reference(tick_ms)
+            self.recs: list[Rec] = []
+            self.errors: list[str] = []
+            # True while the loop wakes at every due bucket (stepped advance),
+            # so each handle must run exactly at its due time.
+            self.on_time = True
+
+        def on_loop_error(
+            self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]
+        ) -> None:
+            self.errors.append(f"loop error: {context!r}")
+
+        # -- operations on wheel and reference alike ------------------------------
+        def schedule(self, delay: float, action: Any) -> Rec:
+            now = self.loop.now_ns
+            rec = Rec(len(self.recs), delay, now, action)
+            self.recs.append(rec)
+            self.ref.add(rec, now)
+            rec.handle = self.wheel.call_later(delay, self.on_run, rec)
+            return rec
+
+        def cancel(self, rec: Rec, where: str) -> None:
+            expect = rec.hid in self.ref.pending
+            got = rec.handle.cancel()
+            if got is not expect:
+                self.errors.append(
+                    f"{where}: cancel() of {rec.hid} returned {got!r}, "
+                    f"expected {expect!r}"
+                )
+            if expect:
+                del self.ref.pending[rec.hid]
+                rec.cancelled = True
+
+        def on_run(self, rec: Rec) -> None:
+            now = self.loop.now_ns
+            rec.runs += 1
+            first_ns = self.ref.first_due_ns()
+            if self.ref.pending.get(rec.hid) != first_ns:
+                self.errors.append(
+                    f"handle {rec.hid} (due {self.ref.pending.get(rec.hid)}) ran "
+                    f"at {now} ns before one due at {first_ns} ns"
+                )
+            due_ns = self.ref.pending.pop(rec.hid, None)
+            if due_ns is None:
+                self.errors.append(f"handle {rec.hid} ran but was not pending")
+            elif now < due_ns or (self.on_time and now != due_ns):
+                self.errors.append(
+                    f"handle {rec.hid} ran at {now} ns, due at {due_ns} ns "
+                    f"(loop on time: {self.on_time})"
+                )
+            if (
+                math.isfinite(rec.delay)
+                and now < rec.added_ns + Fraction(rec.delay) * 10**9
+            ):
+                self.errors.append(f"handle {rec.hid} ran early at {now} ns")
+            action = rec.action
+            if action is None:
+                return
+            if action[0] == "cancel":
+                self.cancel(self.recs[action[1] % len(self.recs)], f"from {rec.hid}")
+            else:
+                self.schedule(action[1], action[2])
+
+        def run_due(self) -> None:
+            """Run loop iterations until the wheel has nothing due at this time."""
+            for _ in range(1_000):
+                self.loop.run_one_iteration()
+                nxt = self.wheel.next_expiration_ms
+                if nxt is None or nxt * NS_PER_MS > self.loop.now_ns:
+                    return
+            self.errors.append(
+                f"wheel stuck at {self.loop.now_ns} ns: bucket {nxt} ms never fired"
+            )
+
+        # -- rules ----------------------------------------------------------------
+        @rule(target=handles, delay=DELAYS, action=ACTIONS)
+        def call_later(self, delay: float, action: Any) -> Rec:
+            return self.schedule(delay, action)
+
+        @rule(rec=handles)
+        def cancel_handle(self, rec: Rec) -> None:
+            self.cancel(rec, "rule")
+            assert rec.handle.cancelled() is rec.cancelled
+
+        @rule(step_ns=ADVANCES_NS, on_time=st.booleans())
+        def advance(self, step_ns: int, on_time: bool) -> None:
+            self.advance_by(step_ns, on_time)
+
+        @rule(step_ns=FAR_ADVANCES_NS, on_time=st.booleans())
+        def advance_far(self, step_ns: int, on_time: bool) -> None:
+            self.advance_by(step_ns, on_time)
+
+        def advance_by(self, step_ns: int, on_time: bool) -> None:
+            target = min(self.loop.now_ns + step_ns, CLOCK_CAP_NS)
+            self.on_time = on_time
+            if on_time:
+                # Wake at each due bucket, as a real loop would.
+                while True:
+                    self.run_due()
+                    nxt = self.wheel.next_expiration_ms
+                    if nxt is None or nxt * NS_PER_MS > target or self.errors:
+                        break
+                    self.loop.now_ns = nxt * NS_PER_MS
+            # Otherwise the loop wakes late, once, at the target.
+            self.loop.now_ns = target
+            self.run_due()
+            assert round(self.loop.time() * 1e9) == target  # the harness is exact
+            assert not self.errors, self.errors
+            late = self.ref.due(target)
+            assert not late, f"due by {target} ns but not run: {late}"
+
+        @invariant()
+        def agrees_with_reference(self) -> None:
+            assert not self.errors, self.errors
+            assert len(self.wheel) == len(self.ref.pending)
+            for rec in self.recs:
+                pending = rec.hid in self.ref.pending
+                assert rec.runs <= 1, rec.hid
+                assert rec.runs + rec.cancelled + pending == 1, rec.hid
+                assert rec.handle.cancelled() is rec.cancelled, rec.hid
+                if pending and rec.expiration_ms is not None:
+                    assert rec.handle.when() == rec.expiration_ms / 1000, rec.hid
+            self.wheel._check()
+
+        def teardown(self) -> None:
+            try:
+                pending = [rec for rec in self.recs if rec.hid in self.ref.pending]
+                self.wheel.close()
+                assert len(self.wheel) == 0
+                assert all(rec.handle.cancelled() for rec in pending)
+            finally:
+                self.loop.close()
+
+    return AsyncioWheelModel
+
+
+@pytest.mark.parametrize(("tick_ms", "wheel_size"), [(1, 20), (7, 4)])
+def test_asyncio_wheel_matches_reference_model(
+    impl: types.ModuleType, tick_ms: int, wheel_size: int
+) -> None:
+    run_state_machine_as_test(
+        make_machine(dropin_for(impl), tick_ms, wheel_size),
+        settings=settings(deadline=None, stateful_step_count=40),
+    )
