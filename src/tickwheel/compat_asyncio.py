@@ -50,9 +50,11 @@ Documented differences from asyncio (tested in ``tests/test_compat_asyncio.py``)
 
 * Resolution is the wheel tick (1 ms by default): a deadline is rounded *up*
   to the tick, so ``TimerHandle.when()`` may read up to one tick later than
-  requested, and callbacks due in the same tick run in the order they were
-  scheduled rather than by sub-millisecond deadline.  (``Timeout.when()``
-  returns the exact value you gave.)
+  requested, and callbacks due in the same tick do not run by sub-millisecond
+  deadline.  Their order is unspecified: usually the order they were
+  scheduled, but not when the earlier one was filed on a coarser wheel level
+  (asyncio, too, leaves the order of equal deadlines undefined).
+  (``Timeout.when()`` returns the exact value you gave.)
 * ``cancel()`` returns True iff it stopped the callback (asyncio returns
   None); cancelling a handle whose callback already ran leaves
   ``cancelled()`` False (asyncio reports True).
