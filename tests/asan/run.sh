@@ -35,7 +35,7 @@ SO="$(ls src/tickwheel/_wheel*.so)"
 TESTS=(tests/test_bucket.py tests/test_wheel.py tests/test_wheel_model.py
        tests/test_timer.py tests/test_twin_parity.py tests/test_purgatory.py
        tests/test_compat_sched.py tests/test_compat_threading.py tests/test_compat_asyncio.py)
-for f in tests/test_bad_input.py tests/test_model_interactions.py tests/test_asyncio_model.py \
+for f in tests/test_bad_input.py tests/test_model_interactions.py \
          tests/test_compat_asyncio_model.py tests/test_compat_threading_model.py \
          tests/test_faults_more.py tests/test_stress.py; do
   [ -f "$f" ] && TESTS+=("$f")
