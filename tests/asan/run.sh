@@ -37,7 +37,7 @@ TESTS=(tests/test_bucket.py tests/test_wheel.py tests/test_wheel_model.py
        tests/test_compat_sched.py tests/test_compat_threading.py tests/test_compat_asyncio.py)
 for f in tests/test_bad_input.py tests/test_model_interactions.py \
          tests/test_compat_asyncio_model.py tests/test_compat_threading_model.py \
-         tests/test_faults_more.py tests/test_stress.py; do
+         tests/test_precascade.py tests/test_faults_more.py tests/test_stress.py; do
   [ -f "$f" ] && TESTS+=("$f")
 done
 LD_PRELOAD="$ASAN_RT" \
