@@ -68,7 +68,15 @@ else:
             ["src/tickwheel/_wheel.pyx"],
             define_macros=macros,
             extra_compile_args=extra_compile_args,
-        )
+        ),
+        # cimports _wheel.pxd (DelayedOperation extends TimerTask's C struct),
+        # so the two are always built together.
+        Extension(
+            "tickwheel._purgatory",
+            ["src/tickwheel/_purgatory.pyx"],
+            define_macros=macros,
+            extra_compile_args=extra_compile_args,
+        ),
     ]
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt})

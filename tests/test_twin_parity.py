@@ -86,3 +86,46 @@ def test_constructors_accept_the_twins_keywords(pair, name, positional):
     }
     for module in pair:
         getattr(module, name)(*positional, **kwargs)
+
+
+# -- the purgatory's compiled hot paths (_purgatory.pyx) and purgatory.py -------
+@pytest.fixture(scope="module")
+def purgatory_pair():
+    from tickwheel import _purgatory, purgatory
+
+    return _purgatory, purgatory
+
+
+def test_purgatory_selects_compiled_classes(purgatory_pair):
+    c, py = purgatory_pair
+    assert py.USE_COMPILED_PURGATORY
+    assert py.DelayedOperation is c.DelayedOperation
+    assert issubclass(py.DelayedOperationPurgatory, c._PurgatoryCore)
+
+
+@pytest.mark.parametrize(
+    "c_name, py_name",
+    [
+        ("DelayedOperation", "_PureDelayedOperation"),
+        ("_PurgatoryCore", "_PurgatoryCore"),
+        ("_Shard", "_Shard"),
+    ],
+)
+def test_purgatory_same_members_docs_and_signatures(purgatory_pair, c_name, py_name):
+    c_cls, py_cls = (
+        getattr(purgatory_pair[0], c_name),
+        getattr(purgatory_pair[1], py_name),
+    )
+    assert inspect.getdoc(c_cls) == inspect.getdoc(py_cls)
+    c_members, py_members = _public(c_cls), _public(py_cls)
+    assert sorted(c_members) == sorted(py_members)
+    for member, py_obj in py_members.items():
+        c_obj = c_members[member]
+        assert inspect.getdoc(c_obj) == inspect.getdoc(py_obj), f"{c_name}.{member}"
+        assert _is_attribute(c_obj) == _is_attribute(py_obj), member
+        if not _is_attribute(py_obj):
+            py_sig = inspect.signature(py_obj)
+            c_sig = inspect.signature(c_obj)
+            assert list(c_sig.parameters) == list(py_sig.parameters), (
+                f"{c_name}.{member}"
+            )

@@ -302,14 +302,20 @@ class DelayedProduce(_Outcome, DelayedOperation):
 
     def try_complete(self) -> bool:
         """Complete iff every in-sync follower's LEO reached required_offset."""
-        if self.partition.acked(self.required_offset):
-            return self.force_complete()
-        return False
+        # Partition.acked, inlined: the purgatory calls this several times
+        # per request (before and after watching, then on every check).
+        partition = self.partition
+        leos = partition.leos
+        offset = self.required_offset
+        for replica in partition.isr:
+            if leos[replica] < offset:
+                return False
+        return self.force_complete()
 
     def on_complete(self) -> None:
         """Record the outcome and completion time, then call the callback."""
         self.done_ms = self._clock()
-        if self.expired:
+        if self._op_expired:
             self.outcome = EXPIRED
             self.error = REQUEST_TIMED_OUT
         else:

@@ -83,8 +83,20 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from . import _wheel_py
-from ._impl import TimerCore, TimerTask
+from ._impl import USE_EXTENSIONS, TimerCore, TimerTask
 from .timer import SystemTimer
+
+# The compiled hot paths (_purgatory.pyx) come with the compiled core; this
+# module is their pure-Python reference and the fallback, as _wheel_py is
+# _wheel's (TICKWHEEL_NO_EXTENSIONS=1 selects it).
+_compiled: Any = None
+if not TYPE_CHECKING and USE_EXTENSIONS:
+    try:
+        from . import _purgatory as _compiled
+    except ImportError:  # pragma: no cover - a build without it: pure Python
+        _compiled = None
+#: True when DelayedOperation and the purgatory's hot paths are compiled.
+USE_COMPILED_PURGATORY = _compiled is not None
 
 __all__ = [
     "DEFAULT_PURGE_INTERVAL",
@@ -375,6 +387,12 @@ class DelayedOperation(_DelayedOperationMixin, TimerTask):
 
 
 _task_init = TimerTask.__init__
+# The pure class, kept for the twin-parity test when the compiled one replaces it.
+_PureDelayedOperation = DelayedOperation
+
+if not TYPE_CHECKING and _compiled is not None:
+    # The same class, compiled: C fields instead of slots (see _purgatory.pxd).
+    DelayedOperation = _compiled.DelayedOperation
 
 
 class PyDelayedOperation(_DelayedOperationMixin, _wheel_py.TimerTask):
@@ -424,144 +442,28 @@ def _hand_off(op: _DelayedOperationMixin) -> bool:
     return True
 
 
-class DelayedOperationPurgatory:
-    """Watch delayed operations by key; complete them on events or at their timeout.
+class _PurgatoryCore:
+    """The hot paths of DelayedOperationPurgatory (try, watch, check)."""
 
-    Runtime complexity: try_complete_else_watch O(keys + levels);
-    check_and_complete O(operations watching the key); completion O(1).
+    _name: str
+    _timer: Any
+    _purge_interval: int
+    _shards: list[_Shard]
+    _mask: int
+    _estimated: int
+    _shut: bool
+    _op_types: set[type]
+    _compiled_ops: bool
 
-    >>> from tickwheel import MockTimer
-    >>> class Ready(DelayedOperation):
-    ...     ready = False
-    ...     def try_complete(self):
-    ...         return self.ready and self.force_complete()
-    >>> with DelayedOperationPurgatory("demo", MockTimer()) as p:
-    ...     op = Ready(1000)
-    ...     p.try_complete_else_watch(op, ["k"]), p.check_and_complete("k")
-    ...     op.ready = True
-    ...     p.check_and_complete("k"), op.completed, p.watched, p.delayed
-    (False, 0)
-    (1, True, 0, 0)
+    if TYPE_CHECKING:
 
-    :param name: the purgatory's name (Kafka: "Produce", "Fetch"); names the
-        owned timer's threads ``purgatory-<name>-reaper`` / ``-executor``
-    :param timer: a SystemTimer or MockTimer used only by this purgatory, or
-        None to own a new SystemTimer (closed by :meth:`shutdown`)
-    :param purge_interval: sweep all watcher lists when more than this many
-        completed operations are estimated to be still watched
-    :param reaper: for an owned timer, start its reaper thread; False means the
-        caller drives expiry with :meth:`advance_clock`.  Must stay True when
-        ``timer`` is given (that timer's own settings apply)
-    :param shards: number of watcher-list shards, a power of two
-    :raises TypeError: for a non-str name, a non-timer ``timer`` or a non-int interval
-    :raises ValueError: for an empty name, a negative interval, ``reaper=False``
-        with a given timer, or a shard count that is not a power of two
-    """
+        def _check_op_type(self, operation: object) -> None: ...
 
-    def __init__(
-        self,
-        name: str,
-        timer: TimerCore | None = None,
-        purge_interval: int = DEFAULT_PURGE_INTERVAL,
-        reaper: bool = True,
-        *,
-        shards: int = DEFAULT_SHARDS,
-    ) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {name!r}")
-        if not name:
-            raise ValueError(f"name must not be empty, got {name!r}")
-        if isinstance(purge_interval, bool) or not isinstance(purge_interval, int):
-            raise TypeError(f"purge_interval must be an int, got {purge_interval!r}")
-        if purge_interval < 0:
-            raise ValueError(f"purge_interval must be >= 0, got {purge_interval!r}")
-        if not isinstance(reaper, bool):
-            raise TypeError(f"reaper must be a bool, got {reaper!r}")
-        if isinstance(shards, bool) or not isinstance(shards, int):
-            raise TypeError(f"shards must be an int, got {shards!r}")
-        if shards < 1 or shards & (shards - 1):
-            raise ValueError(f"shards must be a power of two >= 1, got {shards!r}")
-        if timer is None:
-            timer = SystemTimer(name=f"purgatory-{name}", reaper=reaper)
-            self._owns_timer = True
-        else:
-            if not isinstance(timer, (TimerCore, _wheel_py.TimerCore)):
-                raise TypeError(
-                    f"timer must be a SystemTimer or MockTimer (or None), got {timer!r}"
-                )
-            if not reaper:
-                raise ValueError(
-                    "reaper=False applies only to the timer the purgatory creates; "
-                    f"got reaper={reaper!r} with timer={timer!r}"
-                )
-            self._owns_timer = False
-        # The operations this timer accepts: the TimerTask of the same core.
-        self._task_type: type = (
-            _wheel_py.TimerTask if isinstance(timer, _wheel_py.TimerCore) else TimerTask
-        )
-        self._name = name
-        self._timer: Any = timer
-        self._purge_interval = purge_interval
-        self._shards = [_Shard() for _ in range(shards)]
-        self._mask = shards - 1
-        # Operations watched since the last purge (Kafka's estimatedTotalOperations).
-        # Updated without a lock: a lost increment only delays a purge a little.
-        self._estimated = 0
-        self._purge_lock = threading.Lock()
-        self._shut = False
-        # Operation types already checked by try_complete_else_watch.
-        self._op_types: set[type] = set()
+        @staticmethod
+        def _keys_tuple(keys: Iterable[Hashable]) -> tuple[Hashable, ...]: ...
 
-    # -- properties -----------------------------------------------------------
-    @property
-    def name(self) -> str:
-        """The purgatory's name."""
-        return self._name
+        def _purge_if_due(self) -> None: ...
 
-    @property
-    def timer(self) -> Any:
-        """The timer that holds the pending operations."""
-        return self._timer
-
-    @property
-    def purge_interval(self) -> int:
-        """Completed-but-watched estimate above which all lists are swept."""
-        return self._purge_interval
-
-    @property
-    def closed(self) -> bool:
-        """True after shutdown()."""
-        return self._shut
-
-    @property
-    def watched(self) -> int:
-        """Entries in all watcher lists (an operation under k keys counts k).
-
-        Runtime complexity: O(keys).
-        """
-        total = 0
-        for shard in self._shards:
-            with shard.lock:
-                total += sum(map(len, shard.watchers.values()))
-        return total
-
-    @property
-    def delayed(self) -> int:
-        """Operations still in the timer (neither completed nor expired yet).
-
-        This is ``len(timer)``, so the timer should serve this purgatory alone.
-        """
-        return len(self._timer)
-
-    def keys(self) -> list[Hashable]:
-        """The keys that currently have a watcher list."""
-        out: list[Hashable] = []
-        for shard in self._shards:
-            with shard.lock:
-                out.extend(shard.watchers)
-        return out
-
-    # -- the API ---------------------------------------------------------------
     def try_complete_else_watch(
         self, operation: _DelayedOperationMixin, keys: Iterable[Hashable]
     ) -> bool:
@@ -659,30 +561,6 @@ class DelayedOperationPurgatory:
         if error is not None:
             raise error
         return completed
-
-    def _check_op_type(self, operation: object) -> None:
-        if not isinstance(operation, _DelayedOperationMixin) or not isinstance(
-            operation, self._task_type
-        ):
-            raise TypeError(
-                "operation must be a DelayedOperation on the same core as the "
-                f"purgatory's timer, got {operation!r}"
-            )
-        self._op_types.add(type(operation))
-
-    @staticmethod
-    def _keys_tuple(keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
-        if isinstance(keys, (str, bytes)):
-            raise TypeError(
-                f"keys must be an iterable of keys, not a {type(keys).__name__} "
-                f"(wrap a single key in a list), got {keys!r}"
-            )
-        try:
-            return tuple(keys)
-        except TypeError:
-            raise TypeError(
-                f"keys must be an iterable of hashable keys, got {keys!r}"
-            ) from None
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watching ``key``; drop completed entries.
@@ -804,6 +682,211 @@ class DelayedOperationPurgatory:
             "purgatory %r: try_complete of %r raised", self._name, op, exc_info=exc
         )
 
+    @staticmethod
+    def _replace(
+        shard: _Shard,
+        key: Hashable,
+        scanned: list[_DelayedOperationMixin],
+        keep: list[_DelayedOperationMixin],
+        seen: int,
+    ) -> None:
+        # Install the live operations a scan collected from ``scanned`` (its
+        # first ``seen`` entries) plus whatever was appended after the scan.
+        # Lists are replaced, never edited, so a concurrent scan of the old
+        # list never skips an entry.
+        with shard.lock:
+            watchers = shard.watchers
+            ops = watchers.get(key)
+            if ops is None:
+                return
+            if ops is scanned:
+                if len(ops) > seen:
+                    keep.extend(ops[seen:])
+            else:  # replaced meanwhile (another scan or a purge): filter it
+                keep = [op for op in ops if not op._op_done]
+                if len(keep) == len(ops):
+                    return
+            if keep:
+                watchers[key] = keep
+            else:
+                del watchers[key]
+
+
+if TYPE_CHECKING or _compiled is None:
+    _CoreBase = _PurgatoryCore
+else:
+    _Shard = _compiled._Shard
+    _CoreBase = _compiled._PurgatoryCore
+
+
+class DelayedOperationPurgatory(_CoreBase):
+    """Watch delayed operations by key; complete them on events or at their timeout.
+
+    Runtime complexity: try_complete_else_watch O(keys + levels);
+    check_and_complete O(operations watching the key); completion O(1).
+
+    >>> from tickwheel import MockTimer
+    >>> class Ready(DelayedOperation):
+    ...     ready = False
+    ...     def try_complete(self):
+    ...         return self.ready and self.force_complete()
+    >>> with DelayedOperationPurgatory("demo", MockTimer()) as p:
+    ...     op = Ready(1000)
+    ...     p.try_complete_else_watch(op, ["k"]), p.check_and_complete("k")
+    ...     op.ready = True
+    ...     p.check_and_complete("k"), op.completed, p.watched, p.delayed
+    (False, 0)
+    (1, True, 0, 0)
+
+    :param name: the purgatory's name (Kafka: "Produce", "Fetch"); names the
+        owned timer's threads ``purgatory-<name>-reaper`` / ``-executor``
+    :param timer: a SystemTimer or MockTimer used only by this purgatory, or
+        None to own a new SystemTimer (closed by :meth:`shutdown`)
+    :param purge_interval: sweep all watcher lists when more than this many
+        completed operations are estimated to be still watched
+    :param reaper: for an owned timer, start its reaper thread; False means the
+        caller drives expiry with :meth:`advance_clock`.  Must stay True when
+        ``timer`` is given (that timer's own settings apply)
+    :param shards: number of watcher-list shards, a power of two
+    :raises TypeError: for a non-str name, a non-timer ``timer`` or a non-int interval
+    :raises ValueError: for an empty name, a negative interval, ``reaper=False``
+        with a given timer, or a shard count that is not a power of two
+    """
+
+    def __init__(
+        self,
+        name: str,
+        timer: TimerCore | None = None,
+        purge_interval: int = DEFAULT_PURGE_INTERVAL,
+        reaper: bool = True,
+        *,
+        shards: int = DEFAULT_SHARDS,
+    ) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {name!r}")
+        if not name:
+            raise ValueError(f"name must not be empty, got {name!r}")
+        if isinstance(purge_interval, bool) or not isinstance(purge_interval, int):
+            raise TypeError(f"purge_interval must be an int, got {purge_interval!r}")
+        if purge_interval < 0:
+            raise ValueError(f"purge_interval must be >= 0, got {purge_interval!r}")
+        if not isinstance(reaper, bool):
+            raise TypeError(f"reaper must be a bool, got {reaper!r}")
+        if isinstance(shards, bool) or not isinstance(shards, int):
+            raise TypeError(f"shards must be an int, got {shards!r}")
+        if shards < 1 or shards & (shards - 1):
+            raise ValueError(f"shards must be a power of two >= 1, got {shards!r}")
+        if timer is None:
+            timer = SystemTimer(name=f"purgatory-{name}", reaper=reaper)
+            self._owns_timer = True
+        else:
+            if not isinstance(timer, (TimerCore, _wheel_py.TimerCore)):
+                raise TypeError(
+                    f"timer must be a SystemTimer or MockTimer (or None), got {timer!r}"
+                )
+            if not reaper:
+                raise ValueError(
+                    "reaper=False applies only to the timer the purgatory creates; "
+                    f"got reaper={reaper!r} with timer={timer!r}"
+                )
+            self._owns_timer = False
+        # The operations this timer accepts: the TimerTask of the same core.
+        self._task_type: type = (
+            _wheel_py.TimerTask if isinstance(timer, _wheel_py.TimerCore) else TimerTask
+        )
+        # Compiled hot paths read the operations' C fields (compiled core only).
+        self._compiled_ops = _compiled is not None and self._task_type is TimerTask
+        self._name = name
+        self._timer = timer
+        self._purge_interval = purge_interval
+        self._shards = [_Shard() for _ in range(shards)]
+        self._mask = shards - 1
+        # Operations watched since the last purge (Kafka's estimatedTotalOperations).
+        # Updated without a lock: a lost increment only delays a purge a little.
+        self._estimated = 0
+        self._purge_lock = threading.Lock()
+        self._shut = False
+        # Operation types already checked by try_complete_else_watch.
+        self._op_types = set()
+
+    # -- properties -----------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The purgatory's name."""
+        return self._name
+
+    @property
+    def timer(self) -> Any:
+        """The timer that holds the pending operations."""
+        return self._timer
+
+    @property
+    def purge_interval(self) -> int:
+        """Completed-but-watched estimate above which all lists are swept."""
+        return self._purge_interval
+
+    @property
+    def closed(self) -> bool:
+        """True after shutdown()."""
+        return self._shut
+
+    @property
+    def watched(self) -> int:
+        """Entries in all watcher lists (an operation under k keys counts k).
+
+        Runtime complexity: O(keys).
+        """
+        total = 0
+        for shard in self._shards:
+            with shard.lock:
+                total += sum(map(len, shard.watchers.values()))
+        return total
+
+    @property
+    def delayed(self) -> int:
+        """Operations still in the timer (neither completed nor expired yet).
+
+        This is ``len(timer)``, so the timer should serve this purgatory alone.
+        """
+        return len(self._timer)
+
+    def keys(self) -> list[Hashable]:
+        """The keys that currently have a watcher list."""
+        out: list[Hashable] = []
+        for shard in self._shards:
+            with shard.lock:
+                out.extend(shard.watchers)
+        return out
+
+    # -- the API ---------------------------------------------------------------
+    def _check_op_type(self, operation: object) -> None:
+        if self._compiled_ops:
+            ok = isinstance(operation, _compiled.DelayedOperation)
+        else:
+            ok = isinstance(operation, _DelayedOperationMixin) and isinstance(
+                operation, self._task_type
+            )
+        if not ok:
+            raise TypeError(
+                "operation must be a DelayedOperation on the same core as the "
+                f"purgatory's timer, got {operation!r}"
+            )
+        self._op_types.add(type(operation))
+
+    @staticmethod
+    def _keys_tuple(keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
+        if isinstance(keys, (str, bytes)):
+            raise TypeError(
+                f"keys must be an iterable of keys, not a {type(keys).__name__} "
+                f"(wrap a single key in a list), got {keys!r}"
+            )
+        try:
+            return tuple(keys)
+        except TypeError:
+            raise TypeError(
+                f"keys must be an iterable of hashable keys, got {keys!r}"
+            ) from None
+
     def cancel_for_key(self, key: Hashable) -> list[_DelayedOperationMixin]:
         """Stop watching ``key``: withdraw its open operations without completing them.
 
@@ -872,35 +955,6 @@ class DelayedOperationPurgatory:
                     logger.debug("purgatory %r: purged %d entries", self._name, purged)
             finally:
                 self._purge_lock.release()
-
-    @staticmethod
-    def _replace(
-        shard: _Shard,
-        key: Hashable,
-        scanned: list[_DelayedOperationMixin],
-        keep: list[_DelayedOperationMixin],
-        seen: int,
-    ) -> None:
-        # Install the live operations a scan collected from ``scanned`` (its
-        # first ``seen`` entries) plus whatever was appended after the scan.
-        # Lists are replaced, never edited, so a concurrent scan of the old
-        # list never skips an entry.
-        with shard.lock:
-            watchers = shard.watchers
-            ops = watchers.get(key)
-            if ops is None:
-                return
-            if ops is scanned:
-                if len(ops) > seen:
-                    keep.extend(ops[seen:])
-            else:  # replaced meanwhile (another scan or a purge): filter it
-                keep = [op for op in ops if not op._op_done]
-                if len(keep) == len(ops):
-                    return
-            if keep:
-                watchers[key] = keep
-            else:
-                del watchers[key]
 
     # -- lifecycle ---------------------------------------------------------------
     def shutdown(self) -> None:

@@ -1,0 +1,59 @@
+# Kafka's request purgatory, compiled hot paths (see purgatory.py for the
+# design, the worked example and the pure-Python reference of every name here).
+#
+# What is compiled, and why: a replayed produce request goes through
+# try_complete_else_watch once and check_and_complete a few times, and each
+# pass reads and writes a handful of flags under the operation's lock.  As
+# Python attributes those reads are dictionary-free slot lookups but still
+# cost a bytecode dispatch each; here they are C fields of the operation.
+#
+#   DelayedOperation(TimerTask)   the operation is its own timer node; adds
+#                                 its lock, the holder's thread id and six flags
+#   _Shard                        one slice of the key space: lock + dict
+#   _PurgatoryCore                the two hot methods of DelayedOperationPurgatory
+#                                 (purgatory.py subclasses it for the rest)
+#
+# Costs are those of purgatory.py: watch O(keys + timer levels), check
+# O(operations watching the key), completion O(1).  User code (try_complete,
+# on_complete, on_expiration) is always called through Python attribute
+# lookup, so subclasses override them as usual.
+#
+# Thread-safety: exactly purgatory.py's protocol (per-operation lock, the
+# retry flag hand-off, shard locks for writers, lists replaced not edited).
+# The GIL is never released here; every lock is a threading lock object.
+#
+# Binary coupling: DelayedOperation extends _wheel.TimerTask's C struct, so
+# this module must be rebuilt whenever _wheel.pxd changes TimerTask's
+# fields; the module checks the size at import and refuses a stale build.
+
+from tickwheel._wheel cimport TimerTask
+
+
+cdef class DelayedOperation(TimerTask):
+    cdef public object _op_lock
+    cdef public unsigned long _op_holder
+    cdef public bint _op_done
+    cdef public bint _op_withdrawn
+    cdef public bint _op_expired
+    cdef public bint _op_submitted
+    cdef public bint _op_retry
+    cdef public bint _op_trylock
+
+
+cdef class _Shard:
+    cdef public object lock
+    cdef public dict watchers
+
+
+cdef class _PurgatoryCore:
+    cdef public str _name
+    cdef public object _timer
+    cdef public Py_ssize_t _purge_interval
+    cdef public list _shards
+    cdef public Py_ssize_t _mask
+    cdef public Py_ssize_t _estimated
+    cdef public bint _shut
+    cdef public set _op_types
+    # True when the timer is the compiled core: every operation is then a
+    # compiled DelayedOperation and the loops read its C fields.
+    cdef public bint _compiled_ops

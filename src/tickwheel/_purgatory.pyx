@@ -1,0 +1,518 @@
+"""Compiled hot paths of Kafka's request purgatory.
+
+See ``_purgatory.pxd`` for what is compiled and why, and ``purgatory.py`` for
+the design, the thread-safety protocol and the pure-Python reference of every
+name here (``_DelayedOperationMixin``, ``_Shard``, ``_PurgatoryCore``); the
+docstrings below match it, line for line the logic does too.
+"""
+
+cimport cython
+from cpython.pythread cimport PyThread_get_thread_ident
+
+import logging
+import threading
+
+from tickwheel._wheel import TimerTask as _TimerTask
+
+__all__ = ["DelayedOperation"]
+
+logger = logging.getLogger("tickwheel")
+
+# Cached module-level callables (uvloop's "cdef object" aliases).
+cdef object _allocate_lock = threading.Lock
+
+# DelayedOperation's fields follow TimerTask's in one C struct: a _wheel built
+# from another _wheel.pxd than this module was would overlap them.
+if _TimerTask.__basicsize__ != sizeof(TimerTask):
+    raise ImportError(
+        "tickwheel._purgatory was built against another tickwheel._wheel "
+        f"(TimerTask is {_TimerTask.__basicsize__} bytes, expected "
+        f"{sizeof(TimerTask)}): rebuild the extensions together"
+    )
+
+
+cdef inline unsigned long _ident() noexcept:
+    return PyThread_get_thread_ident()
+
+
+def _check_lock(lock):
+    if not (
+        callable(getattr(lock, "acquire", None))
+        and callable(getattr(lock, "release", None))
+        and hasattr(lock, "__enter__")
+        and hasattr(lock, "__exit__")
+    ):
+        raise TypeError(
+            f"lock must be a threading.Lock/RLock-like object, got {lock!r}"
+        )
+
+
+cdef class DelayedOperation(TimerTask):
+    """An operation that completes when its condition holds or when it times out.
+
+    Subclass it and override :meth:`try_complete` (check the condition; when it
+    holds, ``return self.force_complete()``), :meth:`on_complete` (runs exactly
+    once, whichever path completes it) and optionally :meth:`on_expiration`
+    (runs after ``on_complete`` iff the timer completed it; :attr:`expired` is
+    already True inside ``on_complete`` then).  The operation is its own
+    :class:`~tickwheel.TimerTask`, so its timeout is cancelled in O(1).
+
+    Runtime complexity: O(1) to create, complete or expire.
+
+    >>> class Once(DelayedOperation):
+    ...     def try_complete(self):
+    ...         return self.force_complete()
+    ...     def on_complete(self):
+    ...         print("done")
+    >>> op = Once(100)
+    >>> op.try_complete(), op.completed, op.try_complete()
+    done
+    (True, True, False)
+
+    :param delay_ms: timeout in milliseconds
+    :param lock: a ``threading.Lock``/``RLock`` to share with other operations
+        (default: a new ``Lock``); try_complete, on_complete and on_expiration
+        run under it
+    :raises TypeError: if ``lock`` lacks acquire/release or ``delay_ms`` is no number
+    """
+
+    def __init__(self, delay_ms, lock=None):
+        # TimerTask.__init__(self, delay_ms) for fn=None is the delay_ms
+        # setter (the same check and conversion); the setter skips the
+        # generic (fn, *args, **kwargs) argument handling, a third of the
+        # cost of creating an operation.
+        self.delay_ms = delay_ms
+        if lock is None:
+            self._op_lock = _allocate_lock()
+            self._op_trylock = True
+        else:
+            _check_lock(lock)
+            self._op_lock = lock
+            self._op_trylock = False
+        # The other fields start as 0/False (C zero-initialised); __init__
+        # may run again on the same object, so reset them as the twin does.
+        self._op_holder = 0
+        self._op_done = False
+        self._op_withdrawn = False
+        self._op_expired = False
+        self._op_submitted = False
+        self._op_retry = False
+
+    # -- subclass hooks -----------------------------------------------------
+    def try_complete(self):
+        """Check the condition; if it holds, ``return self.force_complete()``.
+
+        Subclasses override this.  The purgatory calls it with the lock held.
+
+        :return: True iff this call completed the operation
+        """
+        raise NotImplementedError(f"{type(self).__name__} must override try_complete()")
+
+    def on_complete(self):
+        """Called exactly once, under the lock, by whichever path completes it."""
+
+    def on_expiration(self):
+        """Called after :meth:`on_complete`, under the lock, iff the timer won."""
+
+    # -- completion -----------------------------------------------------------
+    def force_complete(self):
+        """Complete now unless already completed: cancel the timeout, run on_complete.
+
+        Safe to call from any thread and from inside :meth:`try_complete`.
+        When another thread completes it first, this returns False.  If you call
+        it while holding a *shared* lock yourself, pass an ``RLock``.
+
+        Runtime complexity: O(1).
+
+        :return: True for the one caller that completed the operation
+        """
+        if self._op_done:
+            return False
+        if self._op_holder == _ident():
+            # Inside try_complete: the lock is already ours (the hot path).
+            self._op_done = True
+            self.cancel()
+            self.on_complete()
+            return True
+        lock = self._op_lock
+        lock.acquire()
+        self._op_holder = _ident()
+        try:
+            return self._complete_locked()
+        finally:
+            self._op_holder = 0
+            lock.release()
+
+    def _complete_locked(self):
+        # Caller holds the lock: the check-and-set below is atomic.
+        if self._op_done:
+            return False
+        self._op_done = True
+        self.cancel()  # the TimerTask entry: O(1) unlink
+        self.on_complete()
+        return True
+
+    def run(self):
+        """Timer callback: complete the operation as expired (Kafka's ``run``)."""
+        lock = self._op_lock
+        lock.acquire()
+        self._op_holder = _ident()
+        try:
+            if self._op_done:
+                return
+            self._op_done = True
+            self._op_expired = True
+            self.on_complete()
+            self.on_expiration()
+        finally:
+            self._op_holder = 0
+            lock.release()
+
+    def _withdraw(self):
+        """Withdraw (never to complete), cancel the timeout; True iff it was open."""
+        if self._op_holder == _ident():
+            return self._withdraw_locked()
+        with self._op_lock:
+            self._op_holder = _ident()
+            try:
+                return self._withdraw_locked()
+            finally:
+                self._op_holder = 0
+
+    def _withdraw_locked(self):
+        if self._op_done:
+            return False
+        self._op_done = True
+        self._op_withdrawn = True
+        self.cancel()
+        return True
+
+    # -- state ------------------------------------------------------------------
+    @property
+    def completed(self):
+        """True once on_complete has been started by some path (Kafka's isCompleted)."""
+        return self._op_done and not self._op_withdrawn
+
+    @property
+    def expired(self):
+        """True iff the timer completed it (set before on_complete runs)."""
+        return self._op_expired
+
+    @property
+    def withdrawn(self):
+        """True iff cancel_for_key removed it before it completed."""
+        return self._op_withdrawn
+
+    @property
+    def lock(self):
+        """The lock held around try_complete, on_complete and on_expiration.
+
+        Once handed out, other code may hold it, so from then on purgatory
+        threads wait for it rather than leave a retry to its holder.
+        """
+        self._op_trylock = False
+        return self._op_lock
+
+    def __repr__(self):
+        if self._op_withdrawn:
+            state = "withdrawn"
+        elif self._op_expired:
+            state = "expired"
+        elif self._op_done:
+            state = "completed"
+        else:
+            state = "open"
+        return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {state}>"
+
+
+@cython.final
+cdef class _Shard:
+    """A slice of the key space: key -> watcher list, and the lock writers take."""
+
+    def __init__(self):
+        self.lock = _allocate_lock()
+        self.watchers = {}
+
+
+# -- the two hot paths, once per kind of operation ---------------------------------
+# ``Op`` is DelayedOperation (C fields) for a purgatory on the compiled core
+# and object (Python attributes: PyDelayedOperation) for one on the twin.
+ctypedef fused Op:
+    DelayedOperation
+    object
+
+
+cdef bint _hand_off(Op op) except -1:
+    """``op``'s private lock is taken: leave its holder a retry, or take the lock."""
+    op._op_retry = True
+    lock = op._op_lock
+    if not lock.acquire(False):
+        if op._op_trylock:
+            return False
+        lock.acquire()
+    # This thread tries now, after every event that set the flag so far.
+    op._op_retry = False
+    return True
+
+
+cdef bint _retry(Op op, unsigned long ident) except -1:
+    """Try ``op`` again while other threads keep flagging it (Kafka's retry loop)."""
+    lock = op._op_lock
+    cdef bint completed = False
+    while op._op_retry and not op._op_done:
+        if not lock.acquire(False):
+            return completed
+        op._op_retry = False
+        op._op_holder = ident
+        try:
+            if op.try_complete():
+                completed = True
+        finally:
+            op._op_holder = 0
+            lock.release()
+    return completed
+
+
+cdef object _watch(_PurgatoryCore self, Op operation, object keys):
+    # try_complete_else_watch after the argument checks (see the twin).
+    cdef Py_ssize_t n = len(keys)
+    cdef list shards = self._shards
+    cdef Py_ssize_t mask = self._mask
+    cdef unsigned long ident = _ident()
+    cdef _Shard shard
+    cdef list ops
+    cdef bint completed = False
+    error = None
+    operation._op_submitted = True
+    lock = operation._op_lock
+    lock.acquire()
+    operation._op_holder = ident
+    try:
+        if operation.try_complete():
+            return True
+        for key in keys:
+            shard = <_Shard>shards[hash(key) & mask]
+            shard_lock = shard.lock
+            shard_lock.acquire()
+            try:
+                ops = shard.watchers.get(key)
+                if ops is None:
+                    shard.watchers[key] = [operation]
+                else:
+                    ops.append(operation)
+            finally:
+                shard_lock.release()
+        self._estimated += 1
+        try:
+            completed = operation.try_complete()
+        except BaseException as exc:  # still time it out, then re-raise
+            error = exc
+    finally:
+        operation._op_holder = 0
+        lock.release()
+    if operation._op_retry and not operation._op_done:
+        # A check found the lock taken while we held it: try for it.
+        try:
+            completed = _retry(operation, ident) or completed
+        except BaseException as exc:
+            if error is None:
+                error = exc
+    if not operation._op_done:
+        self._timer.add(operation)
+        if operation._op_done:
+            # Completed between the unlock and the add: drop the timer entry.
+            operation.cancel()
+    if self._estimated - len(self._timer) > self._purge_interval:
+        self._purge_if_due()
+    if error is not None:
+        raise error
+    return completed
+
+
+cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops, Op kind):
+    # check_and_complete's scan of ``ops`` (see the twin); ``kind`` only picks
+    # the specialisation.
+    cdef unsigned long ident = _ident()
+    cdef Py_ssize_t completed = 0
+    cdef Py_ssize_t dropped = 0
+    cdef list keep = []
+    cdef bint ok
+    cdef Op op
+    error = None
+    for item in ops:
+        op = <Op>item
+        if op._op_done:
+            dropped += 1
+            continue
+        lock = op._op_lock
+        if not op._op_trylock:
+            lock.acquire()  # a shared lock: wait for it
+        elif not lock.locked():
+            # Free a moment ago (if another thread took it meanwhile, this
+            # waits for it, which is merely slower).
+            lock.acquire()
+        elif not _hand_off(op):
+            keep.append(op)  # its holder tries again for us
+            continue
+        op._op_holder = ident
+        try:
+            ok = op.try_complete()
+        except BaseException as exc:
+            ok = False
+            if error is None:
+                error = exc
+            else:
+                self._log_error(op, exc)
+        finally:
+            op._op_holder = 0
+            lock.release()
+        if op._op_retry:
+            # Flagged by another thread while we held the lock (or before):
+            # try again.  The flag is cleared under the lock only by the
+            # thread about to try, so it is never lost.
+            try:
+                ok = _retry(op, ident) or ok
+            except BaseException as exc:
+                if error is None:
+                    error = exc
+                else:
+                    self._log_error(op, exc)
+            if not ok and op._op_done:
+                dropped += 1  # completed by another thread meanwhile
+                continue
+        if ok:
+            completed += 1
+            dropped += 1
+        else:
+            keep.append(op)
+    if dropped:
+        _replace(shard, key, ops, keep, len(keep) + dropped)
+    if error is not None:
+        raise error
+    return completed
+
+
+cdef int _replace(
+    _Shard shard, object key, list scanned, list keep, Py_ssize_t seen
+) except -1:
+    # Install the live operations a scan collected from ``scanned`` (its
+    # first ``seen`` entries) plus whatever was appended after the scan.
+    # Lists are replaced, never edited, so a concurrent scan of the old list
+    # never skips an entry.
+    cdef list ops
+    with shard.lock:
+        watchers = shard.watchers
+        ops = watchers.get(key)
+        if ops is None:
+            return 0
+        if ops is scanned:
+            if len(ops) > seen:
+                keep.extend(ops[seen:])
+        else:  # replaced meanwhile (another scan or a purge): filter it
+            keep = [op for op in ops if not op._op_done]
+            if len(keep) == len(ops):
+                return 0
+        if keep:
+            watchers[key] = keep
+        else:
+            del watchers[key]
+    return 0
+
+
+cdef class _PurgatoryCore:
+    """The hot paths of DelayedOperationPurgatory (try, watch, check)."""
+
+    def try_complete_else_watch(self, operation, keys):
+        """Complete ``operation`` now if it can, else watch it under ``keys``, timed.
+
+        Under the operation's lock: try; if not complete, add it to the watcher
+        list of every key, then try once more (so an event between the first
+        try and the watch is not missed); if still not complete, add it to the
+        timer, and cancel that timer entry if it completed meanwhile.  An event
+        whose check found the lock taken while this call held it is honoured
+        by trying again after the lock is released (see
+        :meth:`check_and_complete`).
+
+        Runtime complexity: O(len(keys) + timer levels).
+
+        :param operation: a DelayedOperation not submitted before
+        :param keys: a non-empty iterable of hashable keys (duplicates count once)
+        :return: True iff the operation completed during this call
+        :raises TypeError: if ``operation`` is not a DelayedOperation for this
+            timer's core, ``keys`` is a str/bytes or not iterable, or a key is
+            unhashable
+        :raises ValueError: if ``keys`` is empty or the operation was submitted
+        :raises RuntimeError: after shutdown()
+        Nothing is registered when it raises one of these.
+        """
+        if self._shut:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        if type(operation) not in self._op_types:
+            self._check_op_type(operation)
+        if operation._op_submitted or operation._op_done:
+            raise ValueError(
+                f"operation {operation!r} was already submitted or completed"
+            )
+        if type(keys) is not tuple and type(keys) is not list:
+            keys = self._keys_tuple(keys)
+        cdef Py_ssize_t n = len(keys)
+        # Validate every key before registering anything; equal keys count once.
+        try:
+            if n == 1:
+                hash(keys[0])
+            elif n == 0:
+                raise ValueError(f"keys must not be empty, got {keys!r}")
+            elif len(set(keys)) != n:
+                keys = tuple(dict.fromkeys(keys))
+        except TypeError:
+            for key in keys:
+                _hash_key(key, f"key {key!r} in keys")
+            raise
+        if self._compiled_ops:
+            return _watch(self, <DelayedOperation>operation, keys)
+        return _watch[object](self, operation, keys)
+
+    def check_and_complete(self, key):
+        """Try to complete every operation watching ``key``; drop completed entries.
+
+        Call it after an event that may satisfy operations watching ``key``.
+        Each operation's ``try_complete`` runs under its lock, outside the
+        watcher list's lock.  A key whose list becomes empty disappears.  If
+        try_complete/on_complete raises, the other operations are still tried
+        and the first exception is re-raised at the end.
+
+        An operation whose own (private) lock is held by another thread right
+        now (the timer expiring it, another check, try_complete_else_watch) is
+        not waited for: this call flags it, and the holder tries it again
+        after releasing the lock (Kafka's ``maybeTryComplete``), so the event
+        is still seen.  Operations on a shared lock are waited for.
+
+        Runtime complexity: O(operations watching ``key``), one pass.
+
+        :return: how many operations this call completed
+        :raises TypeError: if ``key`` is unhashable
+        """
+        cdef _Shard shard
+        try:
+            shard = <_Shard>self._shards[hash(key) & self._mask]
+        except TypeError:
+            raise TypeError(f"key must be hashable, got {key!r}") from None
+        # A dict read is atomic; writers (watch, compaction) take shard.lock.
+        ops = shard.watchers.get(key)
+        if ops is None:
+            return 0
+        if self._compiled_ops:
+            return _check(self, shard, key, <list>ops, <DelayedOperation>None)
+        return _check[object](self, shard, key, <list>ops, None)
+
+    def _log_error(self, op, exc):
+        logger.error(
+            "purgatory %r: try_complete of %r raised", self._name, op, exc_info=exc
+        )
+
+
+def _hash_key(key, what):
+    try:
+        return hash(key)
+    except TypeError:
+        raise TypeError(f"{what} must be hashable, got {key!r}") from None
