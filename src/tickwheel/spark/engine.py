@@ -22,10 +22,10 @@ Per topic-partition (its events are sorted by ``(ts_ms, kind)``):
   the partition's fetches;
 * for each timeout setting, a :class:`~tickwheel.purgatory.DelayedOperationPurgatory`
   on its own MockTimer holds one :class:`~tickwheel.kafka.DelayedProduce` per
-  request.  A request is watched under its ``required_offset``; when the high
-  watermark (the smallest LEO of the in-sync followers) rises, the engine
-  calls ``check_and_complete`` for exactly the offsets it passed (a heap of
-  pending offsets), so a fetch costs O(1) unless it completes something;
+  request, watched under the partition's name (Kafka's watch key); when the
+  high watermark (the smallest LEO of the in-sync followers) rises past the
+  smallest pending ``required_offset`` (a heap of them), the engine calls
+  ``check_and_complete``, so a fetch costs O(1) unless it completes something;
 * with ``replica_lag_max_ms``, a second MockTimer holds one lag timer per
   follower: started when a produce leaves it behind the leader, cancelled when
   a fetch catches it up, and, if it fires, the follower leaves the ISR (the
