@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import threading
+import time
 import weakref
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
@@ -199,28 +200,54 @@ class _SystemTimerMixin(_CoreBase):
     def _reap(self) -> None:
         while True:
             with self._cond:
+                idle_work = True
                 while True:
                     if self._stopping:
                         return
                     due_in = self._due_in_ns()
                     if due_in is not None and due_in <= 0:
                         break
-                    # Idle until the next bucket: move a chunk of the next
-                    # big overflow bucket down now, so that its cascade does
-                    # not stall the tasks due when its slot starts.
                     if (
-                        self._cascade_early
+                        idle_work
+                        and self._cascade_early
                         and due_in is not None
                         and due_in >= _CASCADE_IDLE_NS
-                        and self.precascade(_CASCADE_CHUNK)
                     ):
+                        # Idle until the next bucket: move a chunk of the next
+                        # big overflow bucket down now (see precascade).
+                        idle_work = self._cascade_chunk()
+                        # Re-read the queue: an add() may have notified
+                        # while the lock was released.
                         continue
                     # Sleeps with the GIL released; add() and close() notify.
                     self._cond.wait(None if due_in is None else due_in / 1e9)
+                    idle_work = True
             try:
                 self._expire_due()
             except BaseException:  # the reaper must survive anything
                 logger.exception("tickwheel reaper %r: error while expiring", self.name)
+
+    def _cascade_chunk(self) -> bool:
+        """One chunk of early cascading, outside the lock; True iff it did work.
+
+        Called by the reaper with ``_cond`` held.  The lock is released so
+        that add() and close() are never kept waiting, and the GIL is yielded
+        after the chunk: without that, the reaper keeps it until the
+        interpreter's switch interval (5 ms) forces it out, and the executor
+        thread, woken for a due batch, waits that long.
+        """
+        self._cond.release()
+        try:
+            looked = self.precascade(_CASCADE_CHUNK)
+            if looked:
+                time.sleep(0)
+            return looked > 0
+        except BaseException:  # never kill the reaper; fall back to Kafka's way
+            self._cascade_early = False
+            logger.exception("tickwheel reaper %r: early cascade disabled", self.name)
+            return False
+        finally:
+            self._cond.acquire()
 
     def _expire_due(self, reraise: bool = False) -> bool:
         batch = self.poll(self.now_ms)
