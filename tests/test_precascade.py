@@ -194,3 +194,29 @@ def test_reaper_cascades_early_only_when_asked(
         assert len(timer) == 2_000 - len(fired)
     finally:
         timer.close()
+
+
+def test_reaper_survives_an_error_in_early_cascading(
+    timers: Any, no_thread_leak: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock(start_ms=0)
+    timer = timers.SystemTimer(name="pc-err", clock=clock)
+    calls = []
+
+    def broken(max_entries: int = 256) -> int:
+        calls.append(max_entries)
+        raise MemoryError("simulated")
+
+    timer.precascade = broken
+    try:
+        done = threading.Event()
+        timer.schedule(50, done.set)
+        timer.schedule(0, lambda: None)  # wakes the reaper: idle, 50 ms to go
+        assert _wait_for(lambda: bool(calls))
+        clock.advance_ms(50)
+        timer.schedule(0, lambda: None)
+        assert done.wait(10)  # the reaper still fires tasks
+        assert len(calls) == 1  # and no longer tries to cascade early
+        assert "early cascade disabled" in caplog.text
+    finally:
+        timer.close()
