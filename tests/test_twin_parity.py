@@ -129,3 +129,31 @@ def test_purgatory_same_members_docs_and_signatures(purgatory_pair, c_name, py_n
             assert list(c_sig.parameters) == list(py_sig.parameters), (
                 f"{c_name}.{member}"
             )
+
+
+def test_purgatory_without_its_extension_warns_and_falls_back():
+    # A build with the compiled core but no (or a mismatched) compiled
+    # purgatory must say so, not run slower in silence.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, warnings\n"
+        "sys.modules['tickwheel._purgatory'] = None\n"
+        "with warnings.catch_warnings(record=True) as rec:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import tickwheel.purgatory as p\n"
+        "assert not p.USE_COMPILED_PURGATORY\n"
+        "assert any('compiled purgatory' in str(w.message) for w in rec), rec\n"
+        "from tickwheel import MockTimer\n"
+        "class Op(p.DelayedOperation):\n"
+        "    def try_complete(self):\n"
+        "        return False\n"
+        "timer = MockTimer()\n"
+        "purgatory = p.DelayedOperationPurgatory('fallback', timer)\n"
+        "op = Op(10)\n"
+        "assert not purgatory.try_complete_else_watch(op, ['k'])\n"
+        "timer.advance_clock(10)\n"
+        "assert op.expired and purgatory.delayed == 0\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

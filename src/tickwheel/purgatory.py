@@ -93,7 +93,18 @@ _compiled: Any = None
 if not TYPE_CHECKING and USE_EXTENSIONS:
     try:
         from . import _purgatory as _compiled
-    except ImportError:  # pragma: no cover - a build without it: pure Python
+    except ImportError as exc:  # pragma: no cover - a broken or partial build
+        # The two extensions are built together; one without the other (or
+        # one built against another _wheel.pxd) is a build to fix, not a
+        # mode to run in quietly.
+        import warnings
+
+        warnings.warn(
+            f"tickwheel: the compiled core loaded but its compiled purgatory did "
+            f"not ({exc}); the purgatory runs in pure Python. Rebuild tickwheel.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         _compiled = None
 #: True when DelayedOperation and the purgatory's hot paths are compiled.
 USE_COMPILED_PURGATORY = _compiled is not None
