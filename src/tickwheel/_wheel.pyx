@@ -10,6 +10,7 @@ from libc.stdint cimport UINT32_MAX, int64_t, uint32_t, uint64_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.type cimport PyType_Check, PyType_IsSubtype
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_INCREF
 
 import numbers
@@ -925,6 +926,28 @@ cdef class TimingWheel:
         )
 
 
+# Expiring 10^7 timers is memory-bound: each node, and on free its pymalloc
+# pool header, is a cache miss.  The run loop knows the nodes it will touch
+# (a list), so it asks for them a few entries ahead.  A prefetch never
+# faults; where the compiler lacks the builtin it is a no-op.
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define TW_PREFETCH(p) __builtin_prefetch((const void *)(p), 1, 3)
+    #define TW_PREFETCH_PAGE(p) \
+        __builtin_prefetch((const void *)((uintptr_t)(p) & ~(uintptr_t)4095), 1, 3)
+    #else
+    #define TW_PREFETCH(p) ((void)0)
+    #define TW_PREFETCH_PAGE(p) ((void)0)
+    #endif
+    """
+    void TW_PREFETCH(PyObject *p) noexcept nogil
+    void TW_PREFETCH_PAGE(PyObject *p) noexcept nogil
+
+cdef enum:
+    RUN_PREFETCH_AHEAD = 8
+
+
 cdef class TimerCore:
     """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
 
@@ -1313,7 +1336,18 @@ cdef class TimerCore:
         cdef TimerTask task
         cdef TimerTaskList bucket
         cdef int64_t at
+        cdef Py_ssize_t i = 0
+        cdef bint is_list = type(tasks) is list
+        cdef PyObject *ahead
         for obj in tasks:
+            if is_list:
+                # The node a few entries on, and its pool header (pymalloc
+                # reads it when the node is freed after running).
+                i += 1
+                if i + RUN_PREFETCH_AHEAD <= PyList_GET_SIZE(tasks):
+                    ahead = PyList_GET_ITEM(tasks, i + RUN_PREFETCH_AHEAD - 1)
+                    TW_PREFETCH(ahead)
+                    TW_PREFETCH_PAGE(ahead)
             task = <TimerTask?>obj
             if task._state != EXPIRED:
                 continue
