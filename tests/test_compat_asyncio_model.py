@@ -42,7 +42,6 @@ variant uses the module itself when it was imported on the twin
 from __future__ import annotations
 
 import asyncio
-import heapq
 import importlib.util
 import math
 import selectors
@@ -52,6 +51,14 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from dropin_reference import (
+    ADVANCES_NS,
+    CHILD_ACTIONS,
+    NS_PER_MS,
+    SECONDS,
+    START_NS,
+    Reference,
+)
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -65,35 +72,14 @@ from hypothesis.stateful import (
 import tickwheel
 from tickwheel import _impl, compat_asyncio
 
-NS_PER_MS = 1_000_000
-START_NS = 1_000 * 10**9
 # The wheel reads the loop's clock as round(loop.time() * 1e9); below this the
 # float round trip of an integer nanosecond count is exact (about 23 days).
 CLOCK_CAP_NS = 2 * 10**15
-# Clamped delays ("about 146 years") never come due under CLOCK_CAP_NS.
-LIMIT_MS = _impl.MAX_DELAY_MS - 1
-
-# Delays in seconds that are exact binary fractions, so the wheel's float
-# arithmetic (seconds * 1000.0 * 1e6, rounded up) is exact and the reference
-# can use integers: 2**-20 s steps (sub-millisecond), 2**-10 s steps up to
-# 16 s, whole seconds up to a day, and clamped ones.
-DELAYS = st.one_of(
-    st.integers(-(2**20), 2**16).map(lambda m: m / 2**20),
-    st.integers(0, 2**14).map(lambda m: m / 2**10),
-    st.integers(0, 86_400).map(float),
-    st.sampled_from([0.0, -0.0, 1e10, math.inf]),
-)
-CHILD_ACTIONS = st.one_of(st.none(), st.tuples(st.just("cancel"), st.integers(0, 999)))
+DELAYS = SECONDS
 ACTIONS = st.one_of(
     st.none(),
     st.tuples(st.just("cancel"), st.integers(0, 999)),
     st.tuples(st.just("add"), DELAYS, CHILD_ACTIONS),
-)
-ADVANCES_NS = st.one_of(
-    st.just(0),
-    st.integers(1, 2 * NS_PER_MS),
-    st.integers(0, 100).map(lambda ms: ms * NS_PER_MS),
-    st.integers(0, 20_000).map(lambda ms: ms * NS_PER_MS),
 )
 # A separate rule, so that most runs reach the deadlines of what they scheduled.
 FAR_ADVANCES_NS = st.sampled_from([3_600 * 10**9, 86_400 * 10**9, 10**15])
@@ -171,10 +157,6 @@ def dropin_for(core: types.ModuleType) -> types.ModuleType:
 
 
 # -- the reference ---------------------------------------------------------------------
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 class Rec:
     """What the test knows about one handle."""
 
@@ -186,47 +168,8 @@ class Rec:
         self.handle: Any = None
         self.runs = 0
         self.cancelled = False
-        # Filled by Reference.add: the rounded deadline and the run order key.
+        # Filled by Reference.add: the rounded deadline (None if clamped).
         self.expiration_ms: int | None = None
-        self.key_ns: int | None = None
-
-
-class Reference:
-    """Pending handles by due time: a heap plus a dict.
-
-    A handle never comes back once it ran or was cancelled, so heap entries
-    of ids no longer pending are just skipped.
-    """
-
-    def __init__(self, tick_ms: int) -> None:
-        self.tick_ms = tick_ms
-        self.heap: list[tuple[int, int]] = []
-        self.pending: dict[int, int] = {}  # hid -> due_ns
-
-    def add(self, rec: Rec, now_ns: int) -> None:
-        if not -LIMIT_MS <= rec.delay * 1000.0 <= LIMIT_MS:
-            # Clamped (or infinite): due far beyond CLOCK_CAP_NS.
-            self.pending[rec.hid] = sys.maxsize
-            return
-        exact = Fraction(rec.delay) * 10**9
-        deadline_ns = now_ns + _ceil_div(exact.numerator, exact.denominator)
-        deadline_ms = _ceil_div(deadline_ns, NS_PER_MS)
-        rec.expiration_ms = _ceil_div(deadline_ms, self.tick_ms) * self.tick_ms
-        # Already due when added: it runs on the next loop iteration ("now").
-        rec.key_ns = max(rec.expiration_ms * NS_PER_MS, now_ns)
-        self.pending[rec.hid] = rec.key_ns
-        heapq.heappush(self.heap, (rec.key_ns, rec.hid))
-
-    def first_due_ns(self) -> int | None:
-        """The earliest due time of a pending id (what may run next)."""
-        heap = self.heap
-        while heap and heap[0][1] not in self.pending:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
-
-    def due(self, now_ns: int) -> list[int]:
-        """Ids still pending whose time has come (must be empty after advancing)."""
-        return [hid for hid, due_ns in self.pending.items() if due_ns <= now_ns]
 
 
 # -- the state machine -----------------------------------------------------------------
@@ -260,7 +203,7 @@ def make_machine(
             now = self.loop.now_ns
             rec = Rec(len(self.recs), delay, now, action)
             self.recs.append(rec)
-            self.ref.add(rec, now)
+            rec.expiration_ms = self.ref.add(rec.hid, delay, now)
             rec.handle = self.wheel.call_later(delay, self.on_run, rec)
             return rec
 

@@ -34,14 +34,20 @@ and exactly on time when the reaper wakes on time), and after every rule:
 
 from __future__ import annotations
 
-import heapq
 import math
-import sys
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
 import pytest
+from dropin_reference import (
+    ADVANCES_NS,
+    CHILD_ACTIONS,
+    NS_PER_MS,
+    SECONDS,
+    START_NS,
+    Reference,
+)
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -52,34 +58,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tickwheel import _impl, compat_threading
+from tickwheel import compat_threading
 from tickwheel.compat_threading import Timer
 
-NS_PER_MS = 1_000_000
-START_NS = 1_000 * 10**9
-LIMIT_MS = _impl.MAX_DELAY_MS - 1
-
-# Intervals in seconds that are exact binary fractions, so the drop-in's float
-# arithmetic (seconds * 1000.0 * 1e6, rounded up) is exact and the reference
-# can use integers: 2**-20 s steps (sub-millisecond), 2**-10 s steps up to
-# 16 s, whole seconds up to a day, and clamped ones.
-INTERVALS = st.one_of(
-    st.integers(-(2**20), 2**16).map(lambda m: m / 2**20),
-    st.integers(0, 2**14).map(lambda m: m / 2**10),
-    st.integers(0, 86_400).map(float),
-    st.sampled_from([0.0, -0.0, 1e10, math.inf]),
-)
-CHILD_ACTIONS = st.one_of(st.none(), st.tuples(st.just("cancel"), st.integers(0, 999)))
+INTERVALS = SECONDS
 ACTIONS = st.one_of(
     st.none(),
     st.tuples(st.just("cancel"), st.integers(0, 999)),
     st.tuples(st.just("start"), INTERVALS, CHILD_ACTIONS),
-)
-ADVANCES_NS = st.one_of(
-    st.just(0),
-    st.integers(1, 2 * NS_PER_MS),
-    st.integers(0, 100).map(lambda ms: ms * NS_PER_MS),
-    st.integers(0, 20_000).map(lambda ms: ms * NS_PER_MS),
 )
 # A separate rule, so that most runs reach the deadlines of what they scheduled.
 FAR_ADVANCES_NS = st.sampled_from([3_600 * 10**9, 86_400 * 10**9, 10**17])
@@ -95,10 +81,6 @@ class FakeNs:
         return self.ns
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 class Rec:
     """What the test knows about one Timer."""
 
@@ -110,44 +92,6 @@ class Rec:
         self.timer: Any = None
         self.runs = 0
         self.cancelled = False
-
-
-class Reference:
-    """Pending Timers by due time: a heap plus a dict.
-
-    A Timer never comes back once it ran or was cancelled, so heap entries of
-    ids no longer pending are just skipped.
-    """
-
-    def __init__(self, tick_ms: int) -> None:
-        self.tick_ms = tick_ms
-        self.heap: list[tuple[int, int]] = []
-        self.pending: dict[int, int] = {}  # tid -> due_ns
-
-    def add(self, rec: Rec, now_ns: int) -> None:
-        if not -LIMIT_MS <= rec.interval * 1000.0 <= LIMIT_MS:
-            # Clamped (or infinite): due in about 146 years.
-            self.pending[rec.tid] = sys.maxsize
-            return
-        exact = Fraction(rec.interval) * 10**9
-        deadline_ns = now_ns + _ceil_div(exact.numerator, exact.denominator)
-        deadline_ms = _ceil_div(deadline_ns, NS_PER_MS)
-        expiration_ms = _ceil_div(deadline_ms, self.tick_ms) * self.tick_ms
-        # Already due when started: it runs at the next expiry pass ("now").
-        due_ns = max(expiration_ms * NS_PER_MS, now_ns)
-        self.pending[rec.tid] = due_ns
-        heapq.heappush(self.heap, (due_ns, rec.tid))
-
-    def first_due_ns(self) -> int | None:
-        """The earliest due time of a pending id (what may run next)."""
-        heap = self.heap
-        while heap and heap[0][1] not in self.pending:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
-
-    def due(self, now_ns: int) -> list[int]:
-        """Ids still pending whose time has come (must be empty after advancing)."""
-        return [tid for tid, due_ns in self.pending.items() if due_ns <= now_ns]
 
 
 def make_machine(timers: Any, tick_ms: int, wheel_size: int) -> type[Any]:
@@ -177,7 +121,7 @@ def make_machine(timers: Any, tick_ms: int, wheel_size: int) -> type[Any]:
             now = self.clock.ns
             rec = Rec(len(self.recs), interval, now, action)
             self.recs.append(rec)
-            self.ref.add(rec, now)
+            self.ref.add(rec.tid, interval, now)
             rec.timer = Timer(interval, self.on_run, [rec], timer=self.timer)
             rec.timer.start()
             return rec
