@@ -64,9 +64,7 @@ import base64
 import functools
 import gc
 import heapq
-import itertools
 import logging
-import operator
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -78,7 +76,7 @@ import pyarrow.compute as pc
 
 import tickwheel
 from tickwheel import MockTimer
-from tickwheel.kafka import EXPIRED, DelayedProduce, Partition
+from tickwheel.kafka import DelayedProduce, Partition
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
 
 __all__ = [
@@ -306,9 +304,25 @@ class ReplayProduce(DelayedProduce):
 
 
 class _Setting:
-    """One timeout setting of one partition: its MockTimer, purgatory and outcomes."""
+    """One timeout setting of one partition: its MockTimer, purgatory and outcomes.
 
-    __slots__ = ("timeout_ms", "timer", "purgatory", "done", "clock")
+    Each request's outcome is recorded by ``record`` (the operation's
+    completion callback) as three column entries, in completion order, and
+    the operation itself is not kept: it is freed as soon as the purgatory
+    and the timer let go of it.  Keeping a million operations (each with its
+    lock) until a partition's outputs are built cost more than recording.
+    """
+
+    __slots__ = (
+        "timeout_ms",
+        "timer",
+        "purgatory",
+        "clock",
+        "done_ids",
+        "done_ms",
+        "done_expired",
+        "record",
+    )
 
     def __init__(self, name: str, timeout_ms: int | None, start_ms: int) -> None:
         self.timeout_ms = timeout_ms
@@ -317,7 +331,27 @@ class _Setting:
         # per completed or expired request).
         self.clock: Callable[[], int] = functools.partial(getattr, timer, "now_ms")
         self.purgatory = DelayedOperationPurgatory(f"Produce-{name}", self.timer)
-        self.done: list[DelayedProduce] = []
+        self.done_ids: list[int] = []
+        self.done_ms: list[int] = []
+        self.done_expired: list[bool] = []
+        self.record = functools.partial(
+            _record,
+            self.done_ids.append,
+            self.done_ms.append,
+            self.done_expired.append,
+        )
+
+
+def _record(
+    ids: Callable[[int], None],
+    done_ms: Callable[[int], None],
+    expired: Callable[[bool], None],
+    op: DelayedProduce,
+) -> None:
+    """A DelayedProduce's callback: append its outcome to the setting's columns."""
+    ids(op.request_id)
+    done_ms(op.done_ms)  # type: ignore[arg-type]  # set by on_complete
+    expired(op.expired)
 
 
 # -- one partition -------------------------------------------------------------------
@@ -479,7 +513,7 @@ class _PartitionReplay:
         timer = settings[0].timer
         timeout0 = settings[0].timeout_ms
         clock0 = settings[0].clock
-        append0 = settings[0].done.append
+        record0 = settings[0].record
         watch0 = settings[0].purgatory.try_complete_else_watch
         leader_leo = part.leader_leo
         now = self.now
@@ -525,7 +559,7 @@ class _PartitionReplay:
                         t,
                         a,
                         clock0,
-                        append0,
+                        record0,
                     )
                     if not watch0(op, keys):
                         # Still waiting (or expired at once, timeout 0: then
@@ -542,7 +576,7 @@ class _PartitionReplay:
                             t,
                             a,
                             s.clock,
-                            s.done.append,
+                            s.record,
                         )
                         if not s.purgatory.try_complete_else_watch(op, keys):
                             waiting = True
@@ -890,10 +924,9 @@ def _flush(
     assert name is not None
     replay = _PartitionReplay(name, followers, settings, lag_ms, int(vts[0]), check)
     gc_was_enabled = gc.isenabled()
-    # The collector would rescan the growing set of live operations again
-    # and again; the one cycle they form (operation -> callback -> the
-    # ``done`` list -> operation) is broken by hand below, so that nothing
-    # is left for it when it is switched back on.
+    # Live operations are young objects the collector would rescan again and
+    # again; none of them is part of a cycle (see _Setting), so it has
+    # nothing to collect here.
     gc.disable()
     try:
         replay.run(
@@ -904,23 +937,41 @@ def _flush(
             tmo[valid].tolist(),
         )
         replay.finish()
-        columns_by_setting = []
-        ints = operator.attrgetter("arrival_ms", "timeout_ms", "done_ms", "request_id")
-        outcome = operator.attrgetter("outcome")
-        for s in replay.settings:
-            done = s.done
-            m = len(done)
-            values = np.fromiter(
-                itertools.chain.from_iterable(map(ints, done)), np.int64, 4 * m
-            ).reshape(m, 4)
-            expired = np.array(list(map(outcome, done)), dtype=object) == EXPIRED
-            columns_by_setting.append(
-                (s, m, values[:, 0], values[:, 1], values[:, 2], expired, values[:, 3])
-            )
-            done.clear()
     finally:
         if gc_was_enabled:
             gc.enable()
+    # Arrival and timeout of each recorded outcome, from the input columns:
+    # request_ids are unique within the partition (duplicates were rejected).
+    vproduce = ~vfetch
+    produce_ids = first[vproduce]
+    by_id = np.argsort(produce_ids, kind="stable")
+    sorted_ids = produce_ids[by_id]
+    produce_ts = vts[vproduce]
+    produce_timeouts = tmo[valid][vproduce]
+    columns_by_setting = []
+    for s in replay.settings:
+        request_id = np.array(s.done_ids, dtype=np.int64)
+        m = len(request_id)
+        row = by_id[np.searchsorted(sorted_ids, request_id)]
+        timeout = (
+            produce_timeouts[row]
+            if s.timeout_ms is None
+            else np.full(m, s.timeout_ms, dtype=np.int64)
+        )
+        columns_by_setting.append(
+            (
+                s,
+                m,
+                produce_ts[row],
+                timeout,
+                np.array(s.done_ms, dtype=np.int64),
+                np.array(s.done_expired, dtype=bool),
+                request_id,
+            )
+        )
+        s.done_ids.clear()
+        s.done_ms.clear()
+        s.done_expired.clear()
     for s, m, arrival, timeout, done_ms, expired, request_id in columns_by_setting:
         yield _union_batch(
             "outcome",
