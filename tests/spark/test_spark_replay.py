@@ -57,6 +57,68 @@ def test_spark_resolve_matches_single_process_with_sweep_isr_and_rejects(spark):
         frames.unpersist()
 
 
+def test_spark_row_checks_match_the_engine_for_every_reason(spark):
+    # Rows rejected by the glue and by the engine, against the single-process
+    # run: the same reasons, the same precedence, including the range limits
+    # and a duplicated id on a row with another fault.
+    from tickwheel.spark.engine import MAX_TIME_MS
+    from tickwheel.spark.trace import EVENT_SCHEMA
+
+    def produce(ts: Any, rid: Any, offset: Any, timeout: Any) -> dict[str, Any]:
+        return dict(
+            ts_ms=ts,
+            partition="p",
+            kind="produce",
+            request_id=rid,
+            required_offset=offset,
+            timeout_ms=timeout,
+        )
+
+    def fetch(ts: Any, replica: Any, offset: Any) -> dict[str, Any]:
+        return dict(ts_ms=ts, partition="p", kind="fetch", replica=replica,
+                    fetch_offset=offset)  # fmt: skip
+
+    rows = [
+        produce(0, 1, 5, 100),
+        fetch(3, 1, 5),
+        produce(MAX_TIME_MS + 1, 2, 5, 100),  # ts_ms out of range
+        produce(-MAX_TIME_MS - 1, 3, 5, 100),  # ts_ms out of range
+        produce(4, 4, -1, 100),  # negative required_offset
+        produce(4, 5, 5, MAX_TIME_MS + 1),  # timeout_ms out of range
+        produce(MAX_TIME_MS - 10, 6, 5, 11),  # timeout_ms out of range (sum)
+        produce(MAX_TIME_MS - 10, 7, 5, 10),  # valid: deadline at the limit
+        fetch(5, 2, -3),  # negative fetch_offset
+        produce(6, 8, None, -1),  # null required_offset before negative timeout
+        produce(7, 9, 5, -1),  # duplicate id with a negative timeout: duplicate
+        produce(8, 9, 5, 100),
+        dict(ts_ms=None, partition="p", kind="produce", request_id=None),
+    ]
+    table = pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
+    local = replay_table(table)
+    frames = resolve_all(spark.createDataFrame(table.to_pandas()))
+    try:
+        spark_rejected = to_arrow(frames.rejected, REJECTED_SCHEMA)
+        assert spark_rejected.equals(canonical(local.rejected, REJECTED_SCHEMA))
+        reasons = sorted(spark_rejected.column("reason").to_pylist())
+        assert reasons == sorted(
+            ["ts_ms out of range"] * 2
+            + ["timeout_ms out of range"] * 2
+            + ["duplicate request_id"] * 2
+            + [
+                "negative required_offset",
+                "negative fetch_offset",
+                "null required_offset",
+                "null ts_ms",
+            ]
+        )
+        assert to_arrow(frames.outcomes, OUTCOME_SCHEMA).equals(
+            canonical(local.outcomes, OUTCOME_SCHEMA)
+        )
+        assert sorted(r["request_id"] for r in frames.outcomes.collect()) == [1, 7]
+    finally:
+        frames.unpersist()
+
+
 def test_spark_resolve_returns_outcomes(spark):
     table = generate_trace(300, 2, seed=4)
     df = resolve(spark.createDataFrame(table.to_pandas()))
@@ -229,9 +291,12 @@ def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):
 
     table = generate_trace(600, 6, seed=12)
     produces = table.filter(pa.compute.equal(table["kind"], "produce"))
-    first, other = produces.slice(0, 1), produces.filter(
-        pa.compute.not_equal(produces["partition"], produces["partition"][0])
-    ).slice(0, 1)
+    first, other = (
+        produces.slice(0, 1),
+        produces.filter(
+            pa.compute.not_equal(produces["partition"], produces["partition"][0])
+        ).slice(0, 1),
+    )
     # Give a request of another partition the first request's id.
     dup = other.set_column(3, "request_id", first.column("request_id"))
     table = pa.concat_tables([table, dup])
