@@ -457,3 +457,31 @@ def test_resolve_batches_accepts_kind_as_a_code():
     assert [(r["kind"], r["reason"]) for r in result.rejected.to_pylist()] == [
         ("fetch", "negative fetch_offset")
     ]
+
+
+def test_new_operation_matches_init_on_both_cores():
+    # The replay loop makes its operations with _new_operation (no __init__
+    # frame); they must start exactly as DelayedOperation.__init__ leaves them.
+    from tickwheel import purgatory
+
+    makers = [(purgatory._new_operation, purgatory.DelayedOperation)]
+    if purgatory.USE_COMPILED_PURGATORY:
+        makers.append((purgatory._pure_new_operation, purgatory._PureDelayedOperation))
+    for make, base in makers:
+
+        class Op(base):  # type: ignore[misc, valid-type]
+            __slots__ = ()
+
+            def try_complete(self) -> bool:
+                return False
+
+        op, ref = make(Op, 250), Op(250)
+        assert type(op) is Op and op.delay_ms == ref.delay_ms == 250
+        for flag in ("_op_holder", "_op_done", "_op_withdrawn", "_op_expired",
+                     "_op_submitted", "_op_retry", "_op_trylock"):  # fmt: skip
+            assert getattr(op, flag) == getattr(ref, flag), flag
+        assert op._op_lock is not ref._op_lock and not op._op_lock.locked()
+        with pytest.raises(TypeError):
+            make(int, 250)
+        with pytest.raises((TypeError, ValueError)):
+            make(Op, "soon")

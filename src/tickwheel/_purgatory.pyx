@@ -516,3 +516,22 @@ def _hash_key(key, what):
         return hash(key)
     except TypeError:
         raise TypeError(f"{what} must be hashable, got {key!r}") from None
+
+
+def _new_operation(type cls, delay_ms):
+    """A new ``cls`` with ``delay_ms`` and a private lock, without calling its __init__.
+
+    For DelayedOperation subclasses created by the million that fill their
+    own fields right after (the replay engine's one operation per request):
+    the state is what ``DelayedOperation.__init__(op, delay_ms)`` leaves.
+
+    :raises TypeError: if ``cls`` is not a DelayedOperation subclass, or as
+        DelayedOperation for ``delay_ms``
+    """
+    # tp_new leaves every flag False and _op_holder 0 (zeroed C fields), as
+    # __init__ would set them; only the delay and the lock remain.
+    cdef DelayedOperation op = cls.__new__(cls)
+    op.delay_ms = delay_ms
+    op._op_lock = _allocate_lock()
+    op._op_trylock = True
+    return op

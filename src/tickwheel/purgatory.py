@@ -80,7 +80,7 @@ import logging
 import threading
 from collections.abc import Hashable, Iterable
 from threading import get_ident
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _wheel_py
 from ._impl import USE_EXTENSIONS, TimerCore, TimerTask
@@ -401,9 +401,33 @@ _task_init = TimerTask.__init__
 # The pure class, kept for the twin-parity test when the compiled one replaces it.
 _PureDelayedOperation = DelayedOperation
 
+_Op = TypeVar("_Op", bound="_DelayedOperationMixin")
+
+
+def _new_operation(cls: type[_Op], delay_ms: int | float) -> _Op:
+    """A new ``cls`` with ``delay_ms`` and a private lock, without calling its __init__.
+
+    For DelayedOperation subclasses created by the million that fill their
+    own fields right after (the replay engine's one operation per request):
+    the state is what ``DelayedOperation.__init__(op, delay_ms)`` leaves.
+
+    :raises TypeError: if ``cls`` is not a DelayedOperation subclass, or as
+        DelayedOperation for ``delay_ms``
+    """
+    if not (isinstance(cls, type) and issubclass(cls, _PureDelayedOperation)):
+        raise TypeError(f"cls must be a DelayedOperation subclass, got {cls!r}")
+    op = cls.__new__(cls)
+    _PureDelayedOperation.__init__(op, delay_ms)
+    return op
+
+
+# Kept for the tests when the compiled one replaces it.
+_pure_new_operation = _new_operation
+
 if not TYPE_CHECKING and _compiled is not None:
     # The same class, compiled: C fields instead of slots (see _purgatory.pxd).
     DelayedOperation = _compiled.DelayedOperation
+    _new_operation = _compiled._new_operation  # noqa: F811
 
 
 class PyDelayedOperation(_DelayedOperationMixin, _wheel_py.TimerTask):
