@@ -309,6 +309,14 @@ def test_replay_rejects_every_malformed_row_with_its_reason():
     )
 
 
+@pytest.mark.parametrize("ts", [-(2**63), -(2**62), 2**63 - 1])
+def test_replay_rejects_ts_at_the_int64_extremes(ts):
+    # -2**63 has no positive int64 counterpart: an abs() check would let it in.
+    result = run([P(1, 1, 1, 1), dict(P(1, 2, 1, 1), ts_ms=ts)])
+    assert [r["reason"] for r in result.rejected.to_pylist()] == ["ts_ms out of range"]
+    assert result.outcomes.num_rows == 1
+
+
 def test_replay_generated_malformed_rows_are_all_rejected():
     table = generate_trace(500, 3, seed=2)
     junk = malformed_rows(table, 22, seed=2)

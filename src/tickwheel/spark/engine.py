@@ -875,7 +875,8 @@ def _flush(
     mark(kind == _KIND_NULL, "null kind")
     mark(kind == _KIND_OTHER, "unknown kind")
     mark(ts_null, "null ts_ms")
-    mark(np.abs(ts) > MAX_TIME_MS, "ts_ms out of range")
+    # Not np.abs: it overflows (stays negative) for -2**63.
+    mark((ts > MAX_TIME_MS) | (ts < -MAX_TIME_MS), "ts_ms out of range")
     mark(produce & rid_null, "null request_id")
     mark(produce & req_null, "null required_offset")
     mark(produce & tmo_null, "null timeout_ms")
