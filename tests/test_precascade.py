@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import pytest
-from conftest import FakeClock
 
 
 def _overflow_sizes(timer: Any) -> list[int]:
@@ -165,9 +164,10 @@ def _wait_for(predicate: Any, timeout_s: float = 10.0) -> bool:
 
 @pytest.mark.parametrize("early", [True, False])
 def test_reaper_cascades_early_only_when_asked(
-    timers: Any, early: bool, no_thread_leak: None
+    timers: Any, early: bool, fake_clock: Any, no_thread_leak: None
 ) -> None:
-    clock = FakeClock(start_ms=0)
+    clock = fake_clock
+    clock.ns = 0
     timer = timers.SystemTimer(name="pc", clock=clock, cascade_early=early)
     try:
         dues: list[int] = []
@@ -197,9 +197,13 @@ def test_reaper_cascades_early_only_when_asked(
 
 
 def test_reaper_survives_an_error_in_early_cascading(
-    timers: Any, no_thread_leak: None, caplog: pytest.LogCaptureFixture
+    timers: Any,
+    fake_clock: Any,
+    no_thread_leak: None,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = FakeClock(start_ms=0)
+    clock = fake_clock
+    clock.ns = 0
     timer = timers.SystemTimer(name="pc-err", clock=clock)
     calls = []
 
