@@ -75,7 +75,8 @@ def main() -> int:
     for rep in reports:
         ph = {r["phase"]: r for r in rep["results"]}
         print(
-            f"\n{rep['core']}: gc.collect() after a cycle of use = {ph['gc']['collected']}, "
+            f"\n{rep['core']}: gc.collect() after a cycle of use = "
+            f"{ph['gc']['collected']}, "
             f"tickwheel objects in gc.garbage = {len(ph['gc']['tickwheel_objects'])}; "
             f"refcount deltas fn/arg = {ph['refs']['fn_refcount_delta']}/"
             f"{ph['refs']['arg_refcount_delta']}; failures = {rep['failures']}"

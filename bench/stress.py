@@ -270,7 +270,7 @@ def run_timer_stress(
     return figures
 
 
-# -- purgatory ------------------------------------------------------------------------------
+# -- purgatory -------------------------------------------------------------------------
 def run_purgatory_stress(
     core: str = "c",
     threads: int = 8,

@@ -46,8 +46,12 @@ def _ids(rows: list[tuple[Any, ...]]) -> list[str]:
     return [f"{r[0]}={r[1]!r}"[:60] for r in rows]
 
 
-def _expect(exc: type[BaseException] | tuple[type[BaseException], ...], fn: Callable[[], Any],
-            name: str | None, value: Any) -> BaseException:
+def _expect(
+    exc: type[BaseException] | tuple[type[BaseException], ...],
+    fn: Callable[[], Any],
+    name: str | None,
+    value: Any,
+) -> BaseException:
     with pytest.raises(exc) as info:
         fn()
     message = str(info.value)
@@ -57,7 +61,7 @@ def _expect(exc: type[BaseException] | tuple[type[BaseException], ...], fn: Call
     return info.value
 
 
-# -- the timer under test ---------------------------------------------------------------
+# -- the timer under test --------------------------------------------------------------
 def _populate(timer: Any) -> list[Any]:
     """Give a timer pending work at several levels, plus one spent task."""
     tasks = [timer.schedule(d, lambda: None) for d in (1, 7, 500, 90_000, 10**9)]
@@ -103,7 +107,10 @@ DELAY_ROWS = (
     [("delay_ms", v, TypeError) for v in WRONG_TYPES + BOOLS]
     + [("delay_ms", v, ValueError) for v in NON_FINITE]
     + [("delay_ms", v, OverflowError) for v in HUGE + HUGE_NEG]
-    + [("delay_ms", MAX_DELAY_MS + 1, OverflowError), ("delay_ms", 1e300, OverflowError)]
+    + [
+        ("delay_ms", MAX_DELAY_MS + 1, OverflowError),
+        ("delay_ms", 1e300, OverflowError),
+    ]
 )
 
 
@@ -134,7 +141,7 @@ def purgatory_op(timers: Any) -> type:
     return Op
 
 
-# -- callables and tasks -------------------------------------------------------------------
+# -- callables and tasks ---------------------------------------------------------------
 @pytest.mark.parametrize("fn", [None, 5, "print", [print]], ids=repr)
 def test_bad_input_fn_not_callable(timers, mock, system, fn):
     for timer in (mock, system):
@@ -214,7 +221,9 @@ ADVANCE_TO_ROWS = (
 )
 
 
-@pytest.mark.parametrize(("name", "value", "exc"), ADVANCE_TO_ROWS, ids=_ids(ADVANCE_TO_ROWS))
+@pytest.mark.parametrize(
+    ("name", "value", "exc"), ADVANCE_TO_ROWS, ids=_ids(ADVANCE_TO_ROWS)
+)
 def test_bad_input_mock_advance_to(mock, name, value, exc):
     _expect(exc, lambda: mock.advance_to(value), name, value)
 
@@ -259,8 +268,12 @@ def test_bad_input_deadline_past_clock_end(timers):
     coarse = timers.MockTimer(start_ms=CLOCK_END_MS - 100, tick_ms=2**20)
     task = coarse.schedule(10, print)
     before = _snapshot(coarse, [task])
-    _expect(OverflowError, lambda: coarse.schedule(MAX_DELAY_MS, print), "delay_ms",
-            MAX_DELAY_MS)
+    _expect(
+        OverflowError,
+        lambda: coarse.schedule(MAX_DELAY_MS, print),
+        "delay_ms",
+        MAX_DELAY_MS,
+    )
     task.delay_ms = MAX_DELAY_MS
     _expect(OverflowError, lambda: coarse.add(task), "delay_ms", MAX_DELAY_MS)
     task.delay_ms = 10
@@ -284,13 +297,20 @@ def test_bad_input_wheel_that_cannot_reach_max_delay_is_refused(timers):
     timer._check()
 
 
-# -- constructors ---------------------------------------------------------------------------
+# -- constructors ----------------------------------------------------------------------
 INT_ARG_ROWS = (
-    [(n, v, TypeError) for n in ("tick_ms", "wheel_size", "start_ms")
-     for v in [*WRONG_TYPES[1:], *BOOLS, *NON_FINITE, 2.0]]
+    [
+        (n, v, TypeError)
+        for n in ("tick_ms", "wheel_size", "start_ms")
+        for v in [*WRONG_TYPES[1:], *BOOLS, *NON_FINITE, 2.0]
+    ]
     + [("tick_ms", v, ValueError) for v in (0, -1, *HUGE_NEG)]
     + [("wheel_size", v, ValueError) for v in (0, 1, -1, *HUGE_NEG)]
-    + [(n, v, OverflowError) for n in ("tick_ms", "wheel_size", "start_ms") for v in HUGE]
+    + [
+        (n, v, OverflowError)
+        for n in ("tick_ms", "wheel_size", "start_ms")
+        for v in HUGE
+    ]
     + [("start_ms", v, OverflowError) for v in HUGE_NEG]
     + [("on_error", v, TypeError) for v in (5, "log")]
 )
@@ -317,15 +337,17 @@ SYSTEM_ROWS = [
 
 
 @pytest.mark.parametrize(("name", "value", "exc"), SYSTEM_ROWS, ids=_ids(SYSTEM_ROWS))
-def test_bad_input_system_constructor_starts_nothing(timers, no_thread_leak, name, value, exc):
+def test_bad_input_system_constructor_starts_nothing(
+    timers, no_thread_leak, name, value, exc
+):
     _expect(exc, lambda: timers.SystemTimer(**{name: value}), name, value)
 
 
-SYSTEM_ADVANCE_ROWS = [
-    ("timeout_ms", v, TypeError) for v in WRONG_TYPES + BOOLS
-] + [("timeout_ms", v, ValueError) for v in NON_FINITE + [-1]] + [
-    ("timeout_ms", v, OverflowError) for v in HUGE
-]
+SYSTEM_ADVANCE_ROWS = (
+    [("timeout_ms", v, TypeError) for v in WRONG_TYPES + BOOLS]
+    + [("timeout_ms", v, ValueError) for v in NON_FINITE + [-1]]
+    + [("timeout_ms", v, OverflowError) for v in HUGE]
+)
 
 
 @pytest.mark.parametrize(
@@ -352,7 +374,7 @@ def test_bad_input_closed_timers(timers, fake_clock, no_thread_leak):
         timer._check()
 
 
-# -- purgatory ----------------------------------------------------------------------------
+# -- purgatory -------------------------------------------------------------------------
 @pytest.fixture
 def purgatory(timers):
     timer = timers.MockTimer()
@@ -416,8 +438,13 @@ def test_bad_input_purgatory_not_an_operation(purgatory, op):
 
 @pytest.mark.parametrize(
     ("value", "exc"),
-    [(NAN, ValueError), (-1, ValueError), ("5", TypeError), (True, TypeError),
-     (2**100, OverflowError)],
+    [
+        (NAN, ValueError),
+        (-1, ValueError),
+        ("5", TypeError),
+        (True, TypeError),
+        (2**100, OverflowError),
+    ],
     ids=repr,
 )
 def test_bad_input_purgatory_advance_clock(purgatory, value, exc):
@@ -447,7 +474,7 @@ def test_bad_input_purgatory_after_shutdown_and_resubmit(timers):
     timer._check()
 
 
-# -- drop-ins ----------------------------------------------------------------------------------
+# -- drop-ins --------------------------------------------------------------------------
 class _Clock:
     def __init__(self) -> None:
         self.now = 100.0

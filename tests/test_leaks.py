@@ -48,7 +48,9 @@ def test_leaks_flat_memory_refcounts_and_no_gc_cycles(impl):
     report = _run(core, *counts)
     phases = {r["phase"]: r for r in report["results"]}
     assert phases["gc"]["collected"] == 0 and phases["gc"]["tickwheel_objects"] == []
-    assert phases["refs"]["fn_refcount_delta"] == phases["refs"]["arg_refcount_delta"] == 0
+    assert (
+        phases["refs"]["fn_refcount_delta"] == phases["refs"]["arg_refcount_delta"] == 0
+    )
     for name in ("cancel", "fire"):
         assert phases[name]["pending_after"] == 0
         assert phases[name]["rss_delta_kb"] <= 1024

@@ -19,9 +19,17 @@ import itertools
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
-DELAYS = st.one_of(st.integers(-3, 30), st.integers(0, 3_000), st.sampled_from([10**6, 10**9]))
+DELAYS = st.one_of(
+    st.integers(-3, 30), st.integers(0, 3_000), st.sampled_from([10**6, 10**9])
+)
 ACTIONS = st.one_of(
     st.none(),
     st.tuples(st.just("cancel"), st.integers(0, 10**6)),
@@ -67,7 +75,9 @@ def make_machine(timers, tick_ms: int):
             now = self.timer.now_ms
             tid = task.tid
             if self.pending.get(tid) != now:
-                self.errors.append(f"task {tid} ran at {now}, model {self.pending.get(tid)}")
+                self.errors.append(
+                    f"task {tid} ran at {now}, model {self.pending.get(tid)}"
+                )
             if self.pending and min(self.pending.values()) < now:
                 self.errors.append(f"task {tid} ran at {now} before an earlier one")
             self.pending.pop(tid, None)
@@ -84,7 +94,9 @@ def make_machine(timers, tick_ms: int):
                 expect = other.tid in self.pending
                 self.pending.pop(other.tid, None)
                 if other.cancel() is not expect:
-                    self.errors.append(f"cancel({other.tid}) from {tid}: expected {expect}")
+                    self.errors.append(
+                        f"cancel({other.tid}) from {tid}: expected {expect}"
+                    )
             elif action[0] == "move":
                 other = self.objects[action[1] % len(self.objects)]
                 # Moves a pending task, or arms a finished/cancelled one anew
@@ -99,7 +111,7 @@ def make_machine(timers, tick_ms: int):
                     self.schedule_model(tid, action[1])
                     self.timer.add(task)
 
-        # -- rules -------------------------------------------------------------------------
+        # -- rules ---------------------------------------------------------------------
         @rule(target=tasks, delay=DELAYS, action=ACTIONS)
         def add(self, delay: int, action):
             task = self.Task(delay)
@@ -122,7 +134,9 @@ def make_machine(timers, tick_ms: int):
             self.schedule_model(task.tid, delay)
             self.timer.add(task)
 
-        @rule(ms=st.one_of(st.integers(0, 40), st.integers(0, 5_000), st.just(2 * 10**9)))
+        @rule(
+            ms=st.one_of(st.integers(0, 40), st.integers(0, 5_000), st.just(2 * 10**9))
+        )
         def advance(self, ms: int):
             self.timer.advance_clock(ms)
             now = self.timer.now_ms

@@ -35,17 +35,31 @@ def _core(impl) -> str:
 
 @pytest.mark.parametrize("executor", ["default", "inline", "pool"])
 def test_stress_timer_accounts_for_every_task(impl, executor, no_thread_leak):
-    fig = stress.run_timer_stress(_core(impl), THREADS, OPS, executor, seed=3, limit_s=LIMIT_S)
+    fig = stress.run_timer_stress(
+        _core(impl), THREADS, OPS, executor, seed=3, limit_s=LIMIT_S
+    )
     assert fig["ops"] == THREADS * OPS
-    assert (fig["lost"], fig["duplicates"], fig["early"], fig["len_after"]) == (0, 0, 0, 0)
+    assert (fig["lost"], fig["duplicates"], fig["early"], fig["len_after"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
     assert fig["ran_after_cancel"] == 0
     # The workload really mixed things: moves, cancels and runs all happened.
     assert fig["moves"] > 0 and fig["cancelled"] > 0 and fig["ran"] > 0
 
 
 def test_stress_purgatory_accounts_for_every_operation(impl, no_thread_leak):
-    fig = stress.run_purgatory_stress(_core(impl), THREADS, OPS, seed=4, limit_s=LIMIT_S)
-    assert (fig["lost"], fig["lost_wakeups"], fig["duplicates"], fig["early"]) == (0, 0, 0, 0)
+    fig = stress.run_purgatory_stress(
+        _core(impl), THREADS, OPS, seed=4, limit_s=LIMIT_S
+    )
+    assert (fig["lost"], fig["lost_wakeups"], fig["duplicates"], fig["early"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
     assert (fig["watched_after"], fig["delayed_after"]) == (0, 0)
     assert fig["completed"] > 0 and fig["expired"] > 0 and fig["withdrawn"] > 0
 

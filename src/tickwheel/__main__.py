@@ -63,7 +63,9 @@ def run_demo(timers: int, max_delay_ms: int, cancel_share: float, seed: int) -> 
             deadline_ns = time.monotonic_ns() + delay * 1_000_000
             tasks.append(timer.schedule(delay, fire, i, deadline_ns))
         schedule_s = time.perf_counter() - start
-        cancelled = {i for i, t in enumerate(tasks) if rnd.random() < cancel_share and t.cancel()}
+        cancelled = {
+            i for i, t in enumerate(tasks) if rnd.random() < cancel_share and t.cancel()
+        }
         with lock:
             expected[0] = timers - len(cancelled)
             if len(lateness_ms) == expected[0]:
@@ -76,8 +78,14 @@ def run_demo(timers: int, max_delay_ms: int, cancel_share: float, seed: int) -> 
     duplicates = sum(1 for n in fired.values() if n > 1)
     ran_cancelled = sum(1 for i in cancelled if i in fired)
     late = sorted(lateness_ms)
-    print(f"tickwheel {__version__} demo ({'accelerated' if USE_EXTENSIONS else 'pure Python'})")
-    print(f"  timers scheduled     {timers:>10,}   ({schedule_s * 1e9 / timers:,.0f} ns each)")
+    print(
+        f"tickwheel {__version__} demo "
+        f"({'accelerated' if USE_EXTENSIONS else 'pure Python'})"
+    )
+    print(
+        f"  timers scheduled     {timers:>10,}   "
+        f"({schedule_s * 1e9 / timers:,.0f} ns each)"
+    )
     print(f"  cancelled            {len(cancelled):>10,}")
     print(f"  fired                {len(fired):>10,}")
     print(f"  lost / duplicated    {lost:>10,} / {duplicates:,}")
@@ -98,12 +106,18 @@ def run_demo(timers: int, max_delay_ms: int, cancel_share: float, seed: int) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tickwheel`` command."""
-    parser = argparse.ArgumentParser(prog="tickwheel", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"tickwheel {__version__}")
+    parser = argparse.ArgumentParser(
+        prog="tickwheel", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"tickwheel {__version__}"
+    )
     sub = parser.add_subparsers(dest="command")
     demo = sub.add_parser("demo", help="schedule timers on a SystemTimer and report")
     demo.add_argument("--timers", type=int, default=5_000, help="how many timers")
-    demo.add_argument("--max-delay-ms", type=int, default=1_000, help="delays are 1..this")
+    demo.add_argument(
+        "--max-delay-ms", type=int, default=1_000, help="delays are 1..this"
+    )
     demo.add_argument("--cancel-share", type=float, default=0.2, help="share to cancel")
     demo.add_argument("--seed", type=int, default=1)
     _add_spark_commands(sub)
@@ -116,7 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             args = demo.parse_args([])
         if args.timers < 1 or args.max_delay_ms < 1 or not 0 <= args.cancel_share <= 1:
-            parser.error("--timers and --max-delay-ms must be >= 1, --cancel-share in [0, 1]")
+            parser.error(
+                "--timers and --max-delay-ms must be >= 1, --cancel-share in [0, 1]"
+            )
         return run_demo(args.timers, args.max_delay_ms, args.cancel_share, args.seed)
     parser.error(f"unknown command {args.command!r}")
     return 2
@@ -132,21 +148,38 @@ def _add_spark_commands(sub: Any) -> None:
     )
     replay.add_argument("input", nargs="?", help="events (omit with --demo)")
     replay.add_argument("output", nargs="?", help="output directory")
-    replay.add_argument("--demo", metavar="OUTPUT", help="generate a trace into "
-                        "OUTPUT/input and replay it into OUTPUT")
+    replay.add_argument(
+        "--demo",
+        metavar="OUTPUT",
+        help="generate a trace into OUTPUT/input and replay it into OUTPUT",
+    )
     replay.add_argument("--master", default="local[*]", help="Spark master URL")
-    replay.add_argument("--timeout-ms", type=_int_list, default=None,
-                        help="comma-separated timeouts to sweep in one pass "
-                        "(default: each request's own timeout_ms)")
-    replay.add_argument("--replica-lag-max-ms", type=int, default=None,
-                        help="ISR dynamics: a follower behind the leader this long "
-                        "leaves the ISR until it catches up (default: fixed ISR)")
-    replay.add_argument("--format", choices=["parquet", "csv", "json"], default=None,
-                        help="input format (default: from the path)")
-    replay.add_argument("--requests", type=int, default=200_000,
-                        help="--demo: requests to generate")
-    replay.add_argument("--partitions", type=int, default=32,
-                        help="--demo: partitions to generate")
+    replay.add_argument(
+        "--timeout-ms",
+        type=_int_list,
+        default=None,
+        help="comma-separated timeouts to sweep in one pass "
+        "(default: each request's own timeout_ms)",
+    )
+    replay.add_argument(
+        "--replica-lag-max-ms",
+        type=int,
+        default=None,
+        help="ISR dynamics: a follower behind the leader this long "
+        "leaves the ISR until it catches up (default: fixed ISR)",
+    )
+    replay.add_argument(
+        "--format",
+        choices=["parquet", "csv", "json"],
+        default=None,
+        help="input format (default: from the path)",
+    )
+    replay.add_argument(
+        "--requests", type=int, default=200_000, help="--demo: requests to generate"
+    )
+    replay.add_argument(
+        "--partitions", type=int, default=32, help="--demo: partitions to generate"
+    )
     replay.add_argument("--ui", action="store_true", help="start the Spark web UI")
     replay.add_argument(
         "--conf",
@@ -166,8 +199,12 @@ def _add_spark_commands(sub: Any) -> None:
     gen.add_argument("--requests", type=int, required=True)
     gen.add_argument("--partitions", type=int, required=True)
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--malformed", type=int, default=0,
-                     help="also write this many malformed rows (to see rejected/)")
+    gen.add_argument(
+        "--malformed",
+        type=int,
+        default=0,
+        help="also write this many malformed rows (to see rejected/)",
+    )
 
 
 def _conf_pairs(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, str]:
@@ -211,7 +248,10 @@ def _run_gen_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     start = time.perf_counter()
     try:
         table = write_trace(
-            args.output, args.requests, args.partitions, seed=args.seed,
+            args.output,
+            args.requests,
+            args.partitions,
+            seed=args.seed,
             malformed=args.malformed,
         )
     except (FileExistsError, ValueError) as exc:

@@ -116,7 +116,8 @@ _DRIVER_CONTEXT = _Context()
 _task_cancelled = TimerTask.cancelled.__get__
 # Unbound, so the hot path skips creating a bound method per call.
 _core_add = TimerCore.add
-# One C call that makes the handle (no __init__) and adds it (see TimerCore.schedule_as).
+# One C call that makes the handle (no __init__) and adds it
+# (see TimerCore.schedule_as).
 _schedule_as = TimerCore.schedule_as
 
 
@@ -318,8 +319,12 @@ class TimerWheel(TimerCore):
                     shared._context = self._share(ctx)  # set before the loop runs it
                     return shared
                 if args:
-                    return _schedule_as(self, TimerHandle, delay * 1000.0, callback, *args)
-                return _schedule_as(self, TimerHandle, delay * 1000.0, callback)  # no star-call
+                    return _schedule_as(
+                        self, TimerHandle, delay * 1000.0, callback, *args
+                    )
+                return _schedule_as(
+                    self, TimerHandle, delay * 1000.0, callback
+                )  # no star-call
             except (TypeError, ValueError, OverflowError):
                 handle = self._new_handle(delay, callback, args, ctx, False)
         else:
@@ -529,7 +534,9 @@ def call_later(
                 return shared
             if args:
                 return _schedule_as(wheel, TimerHandle, delay * 1000.0, callback, *args)
-            return _schedule_as(wheel, TimerHandle, delay * 1000.0, callback)  # no star-call
+            return _schedule_as(
+                wheel, TimerHandle, delay * 1000.0, callback
+            )  # no star-call
         except (TypeError, ValueError, OverflowError):
             handle = wheel._new_handle(delay, callback, args, ctx, False)
     else:

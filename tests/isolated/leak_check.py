@@ -201,8 +201,12 @@ def gc_cycle(core: str) -> dict[str, Any]:
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
-    return {"phase": "gc", "collected": found, "tickwheel_objects": ours[:20],
-            "garbage_types": kinds}
+    return {
+        "phase": "gc",
+        "collected": found,
+        "tickwheel_objects": ours[:20],
+        "garbage_types": kinds,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
             if r["rss_delta_kb"] > args.max_rss_kb:
                 failures.append(f"{r['phase']}: RSS grew {r['rss_delta_kb']} KiB")
             if r["tracemalloc_delta_b"] > args.max_tracemalloc_b:
-                failures.append(f"{r['phase']}: tracemalloc grew {r['tracemalloc_delta_b']} B")
+                failures.append(
+                    f"{r['phase']}: tracemalloc grew {r['tracemalloc_delta_b']} B"
+                )
             if r["pending_after"]:
                 failures.append(f"{r['phase']}: {r['pending_after']} tasks left")
         elif r["phase"] == "refs":
@@ -239,8 +245,16 @@ def main(argv: list[str] | None = None) -> int:
         elif r["phase"] == "gc":
             if r["collected"] or r["tickwheel_objects"]:
                 failures.append(f"gc found cycles: {r}")
-    print(json.dumps({"core": args.core, "python": sys.version.split()[0],
-                      "results": results, "failures": failures}))
+    print(
+        json.dumps(
+            {
+                "core": args.core,
+                "python": sys.version.split()[0],
+                "results": results,
+                "failures": failures,
+            }
+        )
+    )
     return 1 if failures else 0
 
 
