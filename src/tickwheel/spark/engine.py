@@ -280,8 +280,9 @@ class ReplayProduce(DelayedProduce):
     The engine validates whole columns with numpy before the loop, so this
     constructor only fills the slots :class:`~tickwheel.kafka.DelayedProduce`
     defines; completion (``try_complete``/``on_complete``) is inherited as is.
-    The replay loop inlines it (``_new_operation`` then the same stores): a
-    type call and an ``__init__`` frame were half the cost of an operation.
+    The single-setting replay loop inlines it (``_new_operation`` then the
+    same stores): a type call and an ``__init__`` frame were half the cost of
+    an operation.  The timeout sweep calls it.
     """
 
     __slots__ = ()
@@ -560,7 +561,8 @@ class _PartitionReplay:
                             follower_changed(replica)
                 if single:
                     timeout = row_timeout if timeout0 is None else timeout0
-                    # ReplayProduce(part, b, timeout, t, a, clock0, record0):
+                    # ReplayProduce(part, b, timeout, t, a, clock0, record0),
+                    # inlined (the hot path): keep the stores in step with it.
                     op = new_operation(ReplayProduce, timeout)
                     op.partition = part
                     op.required_offset = b
@@ -580,18 +582,9 @@ class _PartitionReplay:
                     waiting = False
                     for s in settings:
                         timeout = row_timeout if s.timeout_ms is None else s.timeout_ms
-                        # ReplayProduce(part, b, timeout, t, a, s.clock, s.record):
-                        op = new_operation(ReplayProduce, timeout)
-                        op.partition = part
-                        op.required_offset = b
-                        op.timeout_ms = timeout
-                        op.arrival_ms = t
-                        op.done_ms = None
-                        op.outcome = None
-                        op.error = None
-                        op.request_id = a
-                        op._clock = s.clock
-                        op._callback = s.record
+                        # The sweep pays the __init__ frame; only the
+                        # single-setting path above inlines it.
+                        op = ReplayProduce(part, b, timeout, t, a, s.clock, s.record)
                         if not s.purgatory.try_complete_else_watch(op, keys):
                             waiting = True
                     if waiting:
