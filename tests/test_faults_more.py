@@ -33,9 +33,18 @@ def test_fault_blocking_task_delays_others_on_default_executor_not_on_pool(
     for kind in ("default", "pool"):
         pool = ThreadPoolExecutor(2) if kind == "pool" else None
         release = threading.Event()
+        started = threading.Event()
         ran = threading.Event()
+
+        def block() -> None:
+            started.set()
+            release.wait(10)
+
         with timers.SystemTimer(name=f"block-{kind}", executor=pool) as timer:
-            timer.schedule(0, release.wait, 10)
+            timer.schedule(0, block)
+            # Only once it blocks: a reaper that woke late on a loaded machine
+            # would otherwise put both tasks in one batch, run in order.
+            assert started.wait(10)
             timer.schedule(20, ran.set)
             if kind == "default":
                 assert not ran.wait(0.3), "ran while the worker was blocked"
