@@ -77,6 +77,13 @@ else:
             define_macros=macros,
             extra_compile_args=extra_compile_args,
         ),
+        # The replay engine's loop; cimports _purgatory.pxd (_ProduceCore).
+        Extension(
+            "tickwheel.spark._replay",
+            ["src/tickwheel/spark/_replay.pyx"],
+            define_macros=macros,
+            extra_compile_args=extra_compile_args,
+        ),
     ]
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt})

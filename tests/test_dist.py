@@ -156,6 +156,8 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         "LICENSE",
         "CHANGELOG.md",
         "src/tickwheel/_wheel.pyx",
+        "src/tickwheel/_purgatory.pyx",
+        "src/tickwheel/spark/_replay.pyx",
         "src/tickwheel/_wheel.pxd",
         "src/tickwheel/_wheel_py.py",
         "src/tickwheel/_version.py",
@@ -175,6 +177,13 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         if f.startswith("tickwheel/_wheel.") and f.endswith(tuple(EXTENSION_SUFFIXES))
     ]
     assert compiled, f"wheel has no compiled core: {sorted(wheel_files)}"
+    # The compiled purgatory and the replay engine's compiled loop ship too.
+    for module in ("tickwheel/_purgatory.", "tickwheel/spark/_replay."):
+        assert any(
+            f.startswith(module) and f.endswith(tuple(EXTENSION_SUFFIXES))
+            for f in wheel_files
+        ), f"wheel lacks {module}*: {sorted(wheel_files)}"
+    assert "tickwheel/spark/_replay.pyx" not in wheel_files
     assert "tickwheel/py.typed" in wheel_files
     assert "tickwheel/_wheel.pxd" in wheel_files
     for module in PACKAGE.glob("*.py"):

@@ -112,10 +112,21 @@ def test_purgatory_selects_compiled_classes(purgatory_pair):
     ],
 )
 def test_purgatory_same_members_docs_and_signatures(purgatory_pair, c_name, py_name):
-    c_cls, py_cls = (
-        getattr(purgatory_pair[0], c_name),
-        getattr(purgatory_pair[1], py_name),
+    _assert_twins(
+        getattr(purgatory_pair[0], c_name), getattr(purgatory_pair[1], py_name), c_name
     )
+
+
+def test_delayed_produce_core_twins():
+    # kafka.DelayedProduce's fields and hot methods: _purgatory._ProduceCore
+    # (selected) and kafka._PureProduceCore (the reference).
+    from tickwheel import _purgatory, kafka
+
+    assert kafka._ProduceCore is _purgatory._ProduceCore
+    _assert_twins(_purgatory._ProduceCore, kafka._PureProduceCore, "_ProduceCore")
+
+
+def _assert_twins(c_cls: type, py_cls: type, c_name: str) -> None:
     assert inspect.getdoc(c_cls) == inspect.getdoc(py_cls)
     c_members, py_members = _public(c_cls), _public(py_cls)
     assert sorted(c_members) == sorted(py_members)

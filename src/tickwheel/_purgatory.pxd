@@ -57,3 +57,24 @@ cdef class _PurgatoryCore:
     # True when the timer is the compiled core: every operation is then a
     # compiled DelayedOperation and the loops read its C fields.
     cdef public bint _compiled_ops
+
+
+# kafka.DelayedProduce's fields and hot methods (try_complete runs several
+# times per replayed request): kafka.py subclasses it for the rest.
+cdef class _ProduceCore(DelayedOperation):
+    cdef public object partition
+    cdef public object required_offset
+    cdef public object timeout_ms
+    cdef public object arrival_ms
+    cdef public object done_ms
+    cdef public object outcome
+    cdef public object error
+    cdef public object request_id
+    cdef public object _clock
+    cdef public object _callback
+
+
+# _new_operation plus the produce fields, in one C call (the replay loop).
+cdef _ProduceCore _new_produce(
+    type cls, object partition, object required_offset, object timeout_ms,
+    object arrival_ms, object request_id, object clock, object callback)

@@ -16,6 +16,11 @@ from tickwheel._wheel import TimerTask as _TimerTask
 
 __all__ = ["DelayedOperation"]
 
+# kafka.py's constants, the same strings.
+COMPLETED = "completed"
+EXPIRED = "expired"
+REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
+
 logger = logging.getLogger("tickwheel")
 
 # Cached module-level callables (uvloop's "cdef object" aliases).
@@ -534,4 +539,49 @@ def _new_operation(type cls, delay_ms):
     op.delay_ms = delay_ms
     op._op_lock = _allocate_lock()
     op._op_trylock = True
+    return op
+
+
+# -- kafka.DelayedProduce's hot half ------------------------------------------------
+cdef class _ProduceCore(DelayedOperation):
+    """The fields and hot methods of DelayedProduce (kafka.py adds the rest)."""
+
+    def try_complete(self):
+        """Complete iff every in-sync follower's LEO reached required_offset."""
+        leos = self.partition.leos
+        offset = self.required_offset
+        for replica in self.partition.isr:
+            if leos[replica] < offset:
+                return False
+        return self.force_complete()
+
+    def on_complete(self):
+        """Record the outcome and completion time, then call the callback."""
+        self.done_ms = self._clock()
+        if self._op_expired:
+            self.outcome = EXPIRED
+            self.error = REQUEST_TIMED_OUT
+        else:
+            self.outcome = COMPLETED
+        if self._callback is not None:
+            self._callback(self)
+
+
+cdef _ProduceCore _new_produce(
+    type cls, object partition, object required_offset, object timeout_ms,
+    object arrival_ms, object request_id, object clock, object callback
+):
+    # What kafka's replay path does with _new_operation and ten stores; the
+    # caller has validated every value (see tickwheel.spark.engine).
+    cdef _ProduceCore op = cls.__new__(cls)
+    op.delay_ms = timeout_ms
+    op._op_lock = _allocate_lock()
+    op._op_trylock = True
+    op.partition = partition
+    op.required_offset = required_offset
+    op.timeout_ms = timeout_ms
+    op.arrival_ms = arrival_ms
+    op.request_id = request_id
+    op._clock = clock
+    op._callback = callback
     return op

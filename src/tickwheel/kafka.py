@@ -50,9 +50,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .purgatory import DelayedOperation
+from .purgatory import _compiled as _purgatory
 
 __all__ = [
     "COMPLETED",
@@ -237,21 +238,8 @@ class _Outcome:
         return self.done_ms - self.arrival_ms
 
 
-class DelayedProduce(_Outcome, DelayedOperation):
-    """An ``acks=all`` produce: done once every in-sync follower has the offset.
-
-    Watch it under :attr:`keys` (the partition name).  On completion it sets
-    ``outcome`` (``"completed"``/``"expired"``), ``error`` (None or
-    ``"REQUEST_TIMED_OUT"``) and ``done_ms``, then calls ``callback(self)``.
-
-    :param partition: the partition appended to
-    :param required_offset: the leader's LEO after the append
-    :param timeout_ms: the request timeout
-    :param clock: returns the current time in ms (e.g. ``lambda: timer.now_ms``)
-    :param callback: called with the operation once it is done
-    :param request_id: an id to carry along (e.g. for the replay's outcomes)
-    :param lock: shared lock, see DelayedOperation
-    """
+class _PureProduceCore(DelayedOperation):
+    """The fields and hot methods of DelayedProduce (kafka.py adds the rest)."""
 
     __slots__ = (
         "partition",
@@ -266,39 +254,16 @@ class DelayedProduce(_Outcome, DelayedOperation):
         "_callback",
     )
 
-    def __init__(
-        self,
-        partition: Partition,
-        required_offset: int,
-        timeout_ms: int,
-        *,
-        clock: Clock,
-        callback: Callable[[DelayedProduce], Any] | None = None,
-        request_id: Any = None,
-        lock: Any = None,
-    ) -> None:
-        if not isinstance(partition, Partition):
-            raise TypeError(f"partition must be a Partition, got {partition!r}")
-        _check_int(required_offset, "required_offset")
-        _check_int(timeout_ms, "timeout_ms")
-        self._clock = _check_clock(clock)
-        if callback is not None and not callable(callback):
-            raise TypeError(f"callback must be callable, got {callback!r}")
-        super().__init__(timeout_ms, lock)
-        self.partition = partition
-        self.required_offset = required_offset
-        self.timeout_ms = timeout_ms
-        self.arrival_ms: int = self._clock()
-        self.done_ms: int | None = None
-        self.outcome: str | None = None
-        self.error: str | None = None
-        self.request_id = request_id
-        self._callback = callback
-
-    @property
-    def keys(self) -> list[Hashable]:
-        """The watch keys: the partition's name."""
-        return [self.partition.name]
+    partition: Partition
+    required_offset: int
+    timeout_ms: int
+    arrival_ms: int
+    done_ms: int | None
+    outcome: str | None
+    error: str | None
+    request_id: Any
+    _clock: Clock
+    _callback: Callable[[Any], Any] | None
 
     def try_complete(self) -> bool:
         """Complete iff every in-sync follower's LEO reached required_offset."""
@@ -322,6 +287,67 @@ class DelayedProduce(_Outcome, DelayedOperation):
             self.outcome = COMPLETED
         if self._callback is not None:
             self._callback(self)
+
+
+# The same half, compiled (_purgatory.pyx): C fields, and no bytecode in the
+# method the purgatory calls several times per request.
+if TYPE_CHECKING or _purgatory is None:
+    _ProduceCore = _PureProduceCore
+else:
+    _ProduceCore = _purgatory._ProduceCore
+
+
+class DelayedProduce(_Outcome, _ProduceCore):
+    """An ``acks=all`` produce: done once every in-sync follower has the offset.
+
+    Watch it under :attr:`keys` (the partition name).  On completion it sets
+    ``outcome`` (``"completed"``/``"expired"``), ``error`` (None or
+    ``"REQUEST_TIMED_OUT"``) and ``done_ms``, then calls ``callback(self)``.
+
+    :param partition: the partition appended to
+    :param required_offset: the leader's LEO after the append
+    :param timeout_ms: the request timeout
+    :param clock: returns the current time in ms (e.g. ``lambda: timer.now_ms``)
+    :param callback: called with the operation once it is done
+    :param request_id: an id to carry along (e.g. for the replay's outcomes)
+    :param lock: shared lock, see DelayedOperation
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        partition: Partition,
+        required_offset: int,
+        timeout_ms: int,
+        *,
+        clock: Clock,
+        callback: Callable[[DelayedProduce], Any] | None = None,
+        request_id: Any = None,
+        lock: Any = None,
+    ) -> None:
+        if not isinstance(partition, Partition):
+            raise TypeError(f"partition must be a Partition, got {partition!r}")
+        _check_int(required_offset, "required_offset")
+        _check_int(timeout_ms, "timeout_ms")
+        self._clock = _check_clock(clock)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable, got {callback!r}")
+        super().__init__(timeout_ms, lock)
+        self.partition = partition
+        self.required_offset = required_offset
+        self.timeout_ms = timeout_ms
+        self.arrival_ms = self._clock()
+        self.done_ms = None
+        self.outcome = None
+        self.error = None
+        self.request_id = request_id
+        self._callback = callback
+
+    @property
+    def keys(self) -> list[Hashable]:
+        """The watch keys: the partition's name."""
+        return [self.partition.name]
 
 
 class DelayedFetch(_Outcome, DelayedOperation):
@@ -383,9 +409,9 @@ class DelayedFetch(_Outcome, DelayedOperation):
         self.fetch_offsets = dict(fetch_offsets)
         self.min_bytes = min_bytes
         self.timeout_ms = max_wait_ms
-        self.arrival_ms: int = self._clock()
-        self.done_ms: int | None = None
-        self.outcome: str | None = None
+        self.arrival_ms = self._clock()
+        self.done_ms = None
+        self.outcome = None
         self.bytes_returned: int | None = None
         self._callback = callback
 

@@ -68,14 +68,14 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import tickwheel
-from tickwheel import MockTimer
+from tickwheel import MockTimer, kafka
 from tickwheel.kafka import DelayedProduce, Partition
 from tickwheel.purgatory import (
     DelayedOperation,
@@ -97,6 +97,28 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tickwheel.spark")
+
+# The compiled event loop (_replay.pyx) stores an operation's fields in C, so
+# it needs the compiled DelayedProduce fields (_purgatory._ProduceCore);
+# without them the Python loop below runs (the pure-Python CI job tests it).
+_replay: Any = None
+if not TYPE_CHECKING and kafka._ProduceCore is not kafka._PureProduceCore:
+    try:
+        import tickwheel.spark._replay as _compiled_loop
+
+        _replay = _compiled_loop
+    except ImportError as exc:  # pragma: no cover - a partial build
+        import warnings
+
+        warnings.warn(
+            f"tickwheel: the replay engine's compiled loop did not load ({exc}); "
+            "it runs in Python. Rebuild tickwheel.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        _replay = None
+#: True when the replay loop is compiled (and with it the purgatory).
+USE_COMPILED_LOOP = _replay is not None
 
 #: Largest event time / delay the timing wheel accepts (ms).
 MAX_TIME_MS = 2**62 // 1_000_000
@@ -341,11 +363,15 @@ class _Setting:
         self.done_ids: list[int] = []
         self.done_ms: list[int] = []
         self.done_expired: list[bool] = []
-        self.record = functools.partial(
-            _record,
-            self.done_ids.append,
-            self.done_ms.append,
-            self.done_expired.append,
+        self.record: Callable[[DelayedProduce], None] = (
+            _replay.Recorder(self.done_ids, self.done_ms, self.done_expired)
+            if _replay is not None
+            else functools.partial(
+                _record,
+                self.done_ids.append,
+                self.done_ms.append,
+                self.done_expired.append,
+            )
         )
 
 
@@ -727,7 +753,10 @@ def _log_accelerated_once() -> None:
     message = (
         f"tickwheel {tickwheel.__version__} replay engine on pid {os.getpid()}: "
         + (
-            "accelerated (compiled core)"
+            "accelerated (compiled core, purgatory and event loop)"
+            if tickwheel.USE_EXTENSIONS and USE_COMPILED_LOOP
+            else "partly accelerated (compiled core; event loop in Python: "
+            "rebuild tickwheel)"
             if tickwheel.USE_EXTENSIONS
             else "pure Python (compiled core not in use: TICKWHEEL_NO_EXTENSIONS "
             "or no wheel for this platform)"
@@ -937,13 +966,24 @@ def _flush(
     # nothing to collect here.
     gc.disable()
     try:
-        replay.run(
-            vts.tolist(),
-            vfetch.tolist(),
-            first.tolist(),
-            second.tolist(),
-            tmo[valid].tolist(),
-        )
+        if _replay is not None and lag_ms is None:
+            _replay.run_fixed_isr(
+                replay,
+                ReplayProduce,
+                np.ascontiguousarray(vts, dtype=np.int64),
+                np.ascontiguousarray(vfetch, dtype=np.uint8),
+                np.ascontiguousarray(first, dtype=np.int64),
+                np.ascontiguousarray(second, dtype=np.int64),
+                np.ascontiguousarray(tmo[valid], dtype=np.int64),
+            )
+        else:
+            replay.run(
+                vts.tolist(),
+                vfetch.tolist(),
+                first.tolist(),
+                second.tolist(),
+                tmo[valid].tolist(),
+            )
         replay.finish()
     finally:
         if gc_was_enabled:

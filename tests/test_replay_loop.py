@@ -1,0 +1,233 @@
+"""The replay engine's compiled event loop (spark/_replay.pyx) against its Python twin.
+
+``engine._PartitionReplay.run`` is the reference.  Every test replays the same
+events twice in one process, once through each loop (the Python loop is
+selected by clearing ``engine._replay``), with ``check=True`` (purgatory
+invariants, nothing left pending, sampled sizes equal the computed ones), and
+requires identical outputs.  The compiled ``DelayedProduce`` fields
+(``_purgatory._ProduceCore``) are checked against ``kafka._PureProduceCore``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+np = pytest.importorskip("numpy")
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tickwheel.spark import engine  # noqa: E402
+from tickwheel.spark.trace import EVENT_SCHEMA, generate_trace  # noqa: E402
+
+pytestmark = pytest.mark.c_extension
+
+KEY = [
+    ("partition", "ascending"),
+    ("timeout_ms", "ascending"),
+    ("request_id", "ascending"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _compiled_loop() -> None:
+    if engine._replay is None:
+        pytest.fail("the compiled replay loop did not load (tickwheel.spark._replay)")
+
+
+def both_loops(table: Any, **kw: Any) -> tuple[Any, Any]:
+    compiled = engine.replay_table(table, check=True, **kw)
+    saved = engine._replay
+    engine._replay = None
+    try:
+        python = engine.replay_table(table, check=True, **kw)
+    finally:
+        engine._replay = saved
+    return compiled, python
+
+
+def assert_same(compiled: Any, python: Any) -> None:
+    assert compiled.outcomes.sort_by(KEY).equals(python.outcomes.sort_by(KEY))
+    size_key = [("partition", "ascending"), ("timeout_ms", "ascending"),
+                ("window_start_ms", "ascending")]  # fmt: skip
+    assert compiled.purgatory_size.sort_by(size_key).equals(
+        python.purgatory_size.sort_by(size_key)
+    )
+    assert compiled.rejected.num_rows == python.rejected.num_rows
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"timeout_ms": 250},
+        {"timeout_ms": 0},
+        {"timeout_ms": [5_000, 200, 0, 1]},
+    ],
+    ids=["row-timeouts", "one-timeout", "timeout-0", "sweep"],
+)
+@pytest.mark.parametrize("seed", [3, 17])
+def test_compiled_loop_matches_python_loop_on_generated_traces(kw, seed):
+    table = generate_trace(4_000, 7, seed=seed, rate_per_s=800.0)
+    compiled, python = both_loops(table, **kw)
+    timeouts = kw.get("timeout_ms")
+    n_settings = len(timeouts) if isinstance(timeouts, list) else 1
+    assert compiled.outcomes.num_rows == 4_000 * n_settings
+    assert_same(compiled, python)
+    # Something completed and something expired, or the comparison is weak.
+    outcomes = set(compiled.outcomes.column("outcome").to_pylist())
+    if kw.get("timeout_ms") != 0:
+        assert outcomes == {"completed", "expired"}
+
+
+# A partition's events: (dt, kind, a, b) with kind 0 = fetch (a = replica,
+# b = fetch_offset) and 1 = produce (b = required_offset, a timeout).
+_event = st.tuples(
+    st.integers(0, 40),
+    st.integers(0, 1),
+    st.integers(0, 3),
+    st.integers(0, 30),
+    st.integers(0, 60),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    partitions=st.lists(
+        st.lists(_event, min_size=1, max_size=40), min_size=1, max_size=3
+    ),
+    fixed=st.sampled_from([None, 0, 25, [30, 5]]),
+)
+def test_compiled_loop_matches_python_loop_on_random_traces(partitions, fixed):
+    rows: list[dict[str, Any]] = []
+    rid = 0
+    for p, events in enumerate(partitions):
+        ts = 0
+        for dt, kind, a, b, timeout in events:
+            ts += dt
+            if kind == 0:
+                rows.append(dict(ts_ms=ts, partition=f"p{p}", kind="fetch",
+                                 replica=a, fetch_offset=b))  # fmt: skip
+            else:
+                rid += 1
+                rows.append(dict(ts_ms=ts, partition=f"p{p}", kind="produce",
+                                 request_id=rid, required_offset=b,
+                                 timeout_ms=timeout))  # fmt: skip
+    table = pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
+    compiled, python = both_loops(table, timeout_ms=fixed)
+    n_settings = len(fixed) if isinstance(fixed, list) else 1
+    assert compiled.outcomes.num_rows == rid * n_settings
+    assert_same(compiled, python)
+
+
+def test_lag_replay_uses_the_python_loop_and_agrees():
+    # replica_lag_max_ms needs lag timers: the compiled loop refuses it and
+    # the engine runs the Python loop; outputs must not depend on _replay.
+    table = generate_trace(2_000, 4, seed=9, rate_per_s=400.0)
+    compiled, python = both_loops(table, timeout_ms=[3_000, 100], replica_lag_max_ms=50)
+    assert_same(compiled, python)
+
+
+def test_run_fixed_isr_rejects_bad_arguments():
+    from tickwheel.spark import _replay
+
+    replay = engine._PartitionReplay("p", [1], [None], None, 0)
+    i64 = np.zeros(2, dtype=np.int64)
+    u8 = np.zeros(2, dtype=np.uint8)
+    with pytest.raises(ValueError, match="same length"):
+        _replay.run_fixed_isr(replay, engine.ReplayProduce, i64, u8, i64, i64, i64[:1])
+    with pytest.raises(TypeError, match="produce_type"):
+        _replay.run_fixed_isr(replay, int, i64, u8, i64, i64, i64)
+    lagged = engine._PartitionReplay("p", [1], [None], 10, 0)
+    with pytest.raises(ValueError, match="fixed ISR"):
+        _replay.run_fixed_isr(lagged, engine.ReplayProduce, i64, u8, i64, i64, i64)
+    lagged.finish()
+    replay.finish()
+
+
+def test_recorder_appends_request_id_done_ms_and_expired():
+    from tickwheel import MockTimer
+    from tickwheel.kafka import DelayedProduce, Partition
+    from tickwheel.purgatory import DelayedOperationPurgatory
+    from tickwheel.spark import _replay
+
+    ids: list[int] = []
+    done: list[int] = []
+    expired: list[bool] = []
+    record = _replay.Recorder(ids, done, expired)
+    timer = MockTimer()
+    purgatory = DelayedOperationPurgatory("rec", timer)
+    part = Partition("p", [1])
+    clock = lambda: timer.now_ms  # noqa: E731
+    a = DelayedProduce(part, 5, 10, clock=clock, callback=record, request_id=7)
+    b = DelayedProduce(part, 9, 10, clock=clock, callback=record, request_id=8)
+    assert not purgatory.try_complete_else_watch(a, a.keys)
+    assert not purgatory.try_complete_else_watch(b, b.keys)
+    timer.advance_clock(3)
+    part.record_fetch(1, 5)
+    assert purgatory.check_and_complete("p") == 1
+    timer.advance_clock(20)
+    assert (ids, done, expired) == ([7, 8], [3, 10], [False, True])
+
+    class Plain:  # any object with the three attributes
+        request_id, done_ms, expired = 1, 2, True
+
+    record(Plain())
+    assert (ids[-1], done[-1], expired[-1]) == (1, 2, True)
+
+
+def test_delayed_produce_uses_the_compiled_fields():
+    from tickwheel import _purgatory, kafka
+
+    assert kafka._ProduceCore is _purgatory._ProduceCore
+    assert issubclass(kafka.DelayedProduce, _purgatory._ProduceCore)
+    assert issubclass(engine.ReplayProduce, _purgatory._ProduceCore)
+    assert kafka.COMPLETED == _purgatory.COMPLETED
+    assert kafka.EXPIRED == _purgatory.EXPIRED
+    assert kafka.REQUEST_TIMED_OUT == _purgatory.REQUEST_TIMED_OUT
+
+
+@pytest.mark.parametrize("core", ["compiled", "pure"])
+def test_produce_core_twins_behave_alike(core):
+    # The same operation on both DelayedProduce cores: try_complete only when
+    # every in-sync follower has the offset; on_complete records the outcome.
+    from tickwheel import MockTimer, kafka
+
+    base = kafka._ProduceCore if core == "compiled" else kafka._PureProduceCore
+
+    class Produce(kafka._Outcome, base):  # type: ignore[misc, valid-type]
+        __slots__ = ()
+
+    seen: list[Any] = []
+    timer = MockTimer()
+    part = kafka.Partition("p", [1, 2])
+    op = Produce(10)
+    op.partition, op.required_offset, op.timeout_ms, op.arrival_ms = part, 4, 10, 0
+    op._clock, op._callback = (lambda: timer.now_ms), seen.append
+    # (Set, as __init__ does: before that, a pure slot is unset, a C field None.)
+    op.done_ms = op.outcome = op.error = None
+    part.record_fetch(1, 4)
+    assert op.try_complete() is False and not op.completed
+    part.record_fetch(2, 4)
+    timer.advance_clock(6)
+    assert op.try_complete() is True
+    assert (op.outcome, op.error, op.done_ms, op.latency_ms) == (
+        "completed",
+        None,
+        6,
+        6,
+    )
+    assert seen == [op] and op.try_complete() is False
+    late = Produce(3)
+    late.partition, late.required_offset, late.arrival_ms = part, 99, 6
+    late.timeout_ms, late._clock, late._callback = 3, (lambda: 9), None
+    late.done_ms = late.outcome = late.error = None
+    late.run()  # the timer's expiry path
+    assert (late.outcome, late.error, late.done_ms) == (
+        "expired",
+        "REQUEST_TIMED_OUT",
+        9,
+    )
