@@ -224,3 +224,42 @@ def test_reaper_survives_an_error_in_early_cascading(
         assert "early cascade disabled" in caplog.text
     finally:
         timer.close()
+
+
+def test_reaper_leaves_the_gil_to_a_busy_executor(
+    timers: Any, fake_clock: Any, no_thread_leak: None
+) -> None:
+    # While the executor thread has due tasks to run, an early-cascade chunk
+    # on the reaper would take the GIL from it (until the 5 ms switch
+    # interval); the reaper waits instead and resumes once the batch is done.
+    clock = fake_clock
+    clock.ns = 0
+    timer = timers.SystemTimer(name="pc-busy", clock=clock)
+    calls: list[int] = []
+    more = [True]
+
+    def fake_precascade(max_entries: int = 256) -> int:
+        calls.append(max_entries)
+        return 1 if more[0] else 0  # "there is more to do": call again
+
+    timer.precascade = fake_precascade
+    started, release = threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        started.set()
+        release.wait(10)
+
+    try:
+        timer.schedule(50, lambda: None)  # keeps the reaper idle, not waiting forever
+        timer.schedule(0, blocker)  # due now: the executor thread runs it
+        assert started.wait(10)
+        time.sleep(0.02)  # a chunk begun just before the batch may finish
+        busy_calls = len(calls)
+        time.sleep(0.1)
+        assert len(calls) == busy_calls  # nothing while the executor is busy
+        release.set()
+        assert _wait_for(lambda: len(calls) > busy_calls)  # idle again: resumes
+    finally:
+        more[0] = False
+        release.set()
+        timer.close()
