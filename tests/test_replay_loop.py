@@ -231,3 +231,36 @@ def test_produce_core_twins_behave_alike(core):
         "REQUEST_TIMED_OUT",
         9,
     )
+
+
+@pytest.mark.parametrize("now_ns", [0, 1, 999_999, 1_000_000, 7_500_000, -1, -1_000_000,
+                                    -1_000_001, 2**62, -(2**62)])  # fmt: skip
+def test_clock_reads_the_timers_now_ms(now_ns):
+    from tickwheel import MockTimer
+    from tickwheel.spark import _replay
+
+    timer = MockTimer()
+    clock = _replay.Clock(timer)
+    timer.now_ns = now_ns
+    assert clock() == timer.now_ms == now_ns // 1_000_000
+    with pytest.raises(TypeError):
+        _replay.Clock(object())  # type: ignore[arg-type]
+
+
+def test_run_fixed_isr_needs_manual_clock_timers():
+    from tickwheel import SystemTimer
+    from tickwheel.spark import _replay
+
+    replay = engine._PartitionReplay("p", [1], [None], None, 0)
+    real = SystemTimer(name="not-manual", reaper=False)
+    replay.settings[0].timer, saved = real, replay.settings[0].timer
+    i64 = np.zeros(1, dtype=np.int64)
+    try:
+        with pytest.raises(TypeError, match="MockTimer"):
+            _replay.run_fixed_isr(
+                replay, engine.ReplayProduce, i64, np.zeros(1, np.uint8), i64, i64, i64
+            )
+    finally:
+        real.close()
+        replay.settings[0].timer = saved
+        replay.finish()

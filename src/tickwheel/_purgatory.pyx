@@ -7,10 +7,30 @@ docstrings below match it, line for line the logic does too.
 """
 
 cimport cython
-from cpython.pythread cimport PyThread_get_thread_ident
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.pythread cimport (
+    NOWAIT_LOCK,
+    PY_LOCK_ACQUIRED,
+    PY_LOCK_INTR,
+    PyLockStatus,
+    PyThread_acquire_lock,
+    PyThread_allocate_lock,
+    PyThread_free_lock,
+    PyThread_get_thread_ident,
+    PyThread_release_lock,
+    PyThread_type_lock,
+)
+
+
+cdef extern from "pythread.h":
+    # Public C API since 3.2 (Cython's pythread.pxd does not declare it).
+    PyLockStatus PyThread_acquire_lock_timed(
+        PyThread_type_lock lock, long long microseconds, int intr_flag
+    ) nogil
 
 import logging
 import threading
+import time
 
 from tickwheel._wheel import TimerTask as _TimerTask
 
@@ -24,7 +44,138 @@ REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
 logger = logging.getLogger("tickwheel")
 
 # Cached module-level callables (uvloop's "cdef object" aliases).
-cdef object _allocate_lock = threading.Lock
+cdef object _monotonic = time.monotonic
+
+
+# -- the operations' and shards' lock ----------------------------------------------
+@cython.final
+cdef class _Lock:
+    """A non-reentrant lock with threading.Lock's API, taken in C by the purgatory.
+
+    Each operation has one (unless given a shared lock) and so does each
+    shard.  The purgatory's hot paths take and release it without a method
+    call (threading.Lock's ``acquire`` parses its arguments on every call);
+    code that is handed it (:attr:`DelayedOperation.lock`) uses it exactly
+    like a ``threading.Lock``: ``acquire(blocking=True, timeout=-1)``,
+    ``release()``, ``locked()`` and ``with``.  A blocking acquire releases
+    the GIL and can be interrupted by a signal handler that raises.
+    """
+
+    cdef PyThread_type_lock _lock
+    cdef bint _locked
+
+    def __cinit__(self):
+        self._lock = PyThread_allocate_lock()
+        if self._lock is NULL:
+            raise MemoryError("cannot allocate a lock")
+
+    def __dealloc__(self):
+        if self._lock is not NULL:
+            if self._locked:
+                PyThread_release_lock(self._lock)
+            PyThread_free_lock(self._lock)
+
+    cdef inline bint _try(self) noexcept:
+        if PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+            self._locked = True
+            return True
+        return False
+
+    cdef bint _wait(self, double timeout) except -1:
+        # Blocking acquire (timeout < 0: forever); True iff acquired.
+        cdef PyLockStatus status
+        cdef long long micros
+        cdef double deadline = 0.0
+        if self._try():
+            return True
+        if timeout == 0:
+            return False
+        if timeout > 0:
+            deadline = _monotonic() + timeout
+        while True:
+            micros = -1 if timeout < 0 else <long long>(timeout * 1e6)
+            with nogil:
+                status = PyThread_acquire_lock_timed(self._lock, micros, 1)
+            if status != PY_LOCK_INTR:
+                break
+            # A signal arrived: run its handler (it may raise), then wait on.
+            PyErr_CheckSignals()
+            if timeout > 0:
+                timeout = deadline - _monotonic()
+                if timeout <= 0:
+                    return self._try()
+        if status == PY_LOCK_ACQUIRED:
+            self._locked = True
+            return True
+        return False
+
+    cdef inline int _release(self) except -1:
+        if not self._locked:
+            raise RuntimeError("release unlocked lock")
+        self._locked = False
+        PyThread_release_lock(self._lock)
+        return 0
+
+    def acquire(self, bint blocking=True, double timeout=-1):
+        """Take the lock; see threading.Lock.acquire.  True iff it was taken."""
+        if not blocking:
+            if timeout != -1:
+                raise ValueError("can't specify a timeout for a non-blocking call")
+            return self._try()
+        if timeout < 0 and timeout != -1:
+            raise ValueError("timeout value must be a non-negative number")
+        return self._wait(timeout)
+
+    def release(self):
+        """Release the lock (any thread may); RuntimeError if it is not locked."""
+        self._release()
+
+    def locked(self):
+        """True iff the lock is held."""
+        return self._locked
+
+    def __enter__(self):
+        self._wait(-1)
+        return True
+
+    def __exit__(self, *exc_info):
+        self._release()
+
+    def __repr__(self):
+        return f"<{'locked' if self._locked else 'unlocked'} tickwheel lock>"
+
+
+# The purgatory's lock operations: in C for its own _Lock, by method call for
+# any other lock (a shared lock the user passed in).
+cdef inline int _acquire(object lock) except -1:
+    if type(lock) is _Lock:
+        (<_Lock>lock)._wait(-1)
+    else:
+        lock.acquire()
+    return 0
+
+
+cdef inline bint _try_acquire(object lock) except -1:
+    if type(lock) is _Lock:
+        return (<_Lock>lock)._try()
+    return bool(lock.acquire(False))
+
+
+cdef inline int _release(object lock) except -1:
+    if type(lock) is _Lock:
+        (<_Lock>lock)._release()
+    else:
+        lock.release()
+    return 0
+
+
+cdef inline bint _locked(object lock) except -1:
+    if type(lock) is _Lock:
+        return (<_Lock>lock)._locked
+    return bool(lock.locked())
+
+
+cdef object _allocate_lock = _Lock
 
 # DelayedOperation's fields follow TimerTask's in one C struct: a _wheel built
 # from another _wheel.pxd than this module was would overlap them.
@@ -140,13 +291,13 @@ cdef class DelayedOperation(TimerTask):
             self.on_complete()
             return True
         lock = self._op_lock
-        lock.acquire()
+        _acquire(lock)
         self._op_holder = _ident()
         try:
             return self._complete_locked()
         finally:
             self._op_holder = 0
-            lock.release()
+            _release(lock)
 
     def _complete_locked(self):
         # Caller holds the lock: the check-and-set below is atomic.
@@ -160,7 +311,7 @@ cdef class DelayedOperation(TimerTask):
     def run(self):
         """Timer callback: complete the operation as expired (Kafka's ``run``)."""
         lock = self._op_lock
-        lock.acquire()
+        _acquire(lock)
         self._op_holder = _ident()
         try:
             if self._op_done:
@@ -171,7 +322,7 @@ cdef class DelayedOperation(TimerTask):
             self.on_expiration()
         finally:
             self._op_holder = 0
-            lock.release()
+            _release(lock)
 
     def _withdraw(self):
         """Withdraw (never to complete), cancel the timeout; True iff it was open."""
@@ -251,10 +402,10 @@ cdef bint _hand_off(Op op) except -1:
     """``op``'s private lock is taken: leave its holder a retry, or take the lock."""
     op._op_retry = True
     lock = op._op_lock
-    if not lock.acquire(False):
+    if not _try_acquire(lock):
         if op._op_trylock:
             return False
-        lock.acquire()
+        _acquire(lock)
     # This thread tries now, after every event that set the flag so far.
     op._op_retry = False
     return True
@@ -265,7 +416,7 @@ cdef bint _retry(Op op, unsigned long ident) except -1:
     lock = op._op_lock
     cdef bint completed = False
     while op._op_retry and not op._op_done:
-        if not lock.acquire(False):
+        if not _try_acquire(lock):
             return completed
         op._op_retry = False
         op._op_holder = ident
@@ -274,7 +425,7 @@ cdef bint _retry(Op op, unsigned long ident) except -1:
                 completed = True
         finally:
             op._op_holder = 0
-            lock.release()
+            _release(lock)
     return completed
 
 
@@ -290,7 +441,7 @@ cdef object _watch(_PurgatoryCore self, Op operation, object keys):
     error = None
     operation._op_submitted = True
     lock = operation._op_lock
-    lock.acquire()
+    _acquire(lock)
     operation._op_holder = ident
     try:
         if operation.try_complete():
@@ -298,7 +449,7 @@ cdef object _watch(_PurgatoryCore self, Op operation, object keys):
         for key in keys:
             shard = <_Shard>shards[hash(key) & mask]
             shard_lock = shard.lock
-            shard_lock.acquire()
+            _acquire(shard_lock)
             try:
                 ops = shard.watchers.get(key)
                 if ops is None:
@@ -306,7 +457,7 @@ cdef object _watch(_PurgatoryCore self, Op operation, object keys):
                 else:
                     ops.append(operation)
             finally:
-                shard_lock.release()
+                _release(shard_lock)
         self._estimated += 1
         try:
             completed = operation.try_complete()
@@ -314,7 +465,7 @@ cdef object _watch(_PurgatoryCore self, Op operation, object keys):
             error = exc
     finally:
         operation._op_holder = 0
-        lock.release()
+        _release(lock)
     if operation._op_retry and not operation._op_done:
         # A check found the lock taken while we held it: try for it.
         try:
@@ -351,11 +502,11 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops, Op k
             continue
         lock = op._op_lock
         if not op._op_trylock:
-            lock.acquire()  # a shared lock: wait for it
-        elif not lock.locked():
+            _acquire(lock)  # a shared lock: wait for it
+        elif not _locked(lock):
             # Free a moment ago (if another thread took it meanwhile, this
             # waits for it, which is merely slower).
-            lock.acquire()
+            _acquire(lock)
         elif not _hand_off(op):
             keep.append(op)  # its holder tries again for us
             continue
@@ -370,7 +521,7 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops, Op k
                 self._log_error(op, exc)
         finally:
             op._op_holder = 0
-            lock.release()
+            _release(lock)
         if op._op_retry:
             # Flagged by another thread while we held the lock (or before):
             # try again.  The flag is cleared under the lock only by the
@@ -548,11 +699,20 @@ cdef class _ProduceCore(DelayedOperation):
 
     def try_complete(self):
         """Complete iff every in-sync follower's LEO reached required_offset."""
-        leos = self.partition.leos
+        partition = self.partition
+        leos = partition.leos
+        isr = partition.isr
         offset = self.required_offset
-        for replica in self.partition.isr:
-            if leos[replica] < offset:
-                return False
+        if type(isr) is set and type(leos) is dict:
+            # Partition's own containers: iterated and read in C (no iterator
+            # object, no method lookups).
+            for replica in <set>isr:
+                if (<dict>leos)[replica] < offset:
+                    return False
+        else:
+            for replica in isr:
+                if leos[replica] < offset:
+                    return False
         return self.force_complete()
 
     def on_complete(self):

@@ -105,6 +105,16 @@ class Partition:
     :raises TypeError: if ``name`` is unhashable or a follower id is not an int
     """
 
+    # Slots: try_complete reads leos and isr several times per request.
+    __slots__ = (
+        "name",
+        "leader_leo",
+        "leos",
+        "isr",
+        "_batch_ends",
+        "_batch_cum_bytes",
+    )
+
     def __init__(self, name: Hashable, followers: Iterable[int] = ()) -> None:
         try:
             hash(name)

@@ -16,14 +16,62 @@ loop, which the pure-Python CI job tests.
 """
 
 cimport cython
+from cpython.long cimport PyLong_AsLongLong
 from libc.stdint cimport int64_t, uint8_t
+from libc.stdlib cimport free, realloc
 
 from tickwheel._purgatory cimport _ProduceCore, _new_produce
+from tickwheel._wheel cimport TimerCore, TimerTaskList
 
-import heapq
 
-cdef object _heappush = heapq.heappush
-cdef object _heappop = heapq.heappop
+# -- the pending required offsets: a binary min-heap of C integers -----------------
+# (engine._PartitionReplay keeps the same heap as a list of Python ints.)
+cdef struct _Heap:
+    int64_t *data
+    Py_ssize_t size
+    Py_ssize_t capacity
+
+
+cdef int _heap_push(_Heap *h, int64_t value) except -1:
+    cdef Py_ssize_t i, parent
+    cdef int64_t *grown
+    if h.size == h.capacity:
+        grown = <int64_t *>realloc(h.data, (2 * h.capacity + 64) * sizeof(int64_t))
+        if grown is NULL:
+            raise MemoryError()
+        h.data = grown
+        h.capacity = 2 * h.capacity + 64
+    i = h.size
+    h.size += 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if h.data[parent] <= value:
+            break
+        h.data[i] = h.data[parent]
+        i = parent
+    h.data[i] = value
+    return 0
+
+
+cdef void _heap_pop(_Heap *h) noexcept:
+    # Remove the smallest (h.size > 0).
+    cdef Py_ssize_t i = 0, child
+    cdef int64_t last
+    h.size -= 1
+    if h.size == 0:
+        return
+    last = h.data[h.size]
+    while True:
+        child = 2 * i + 1
+        if child >= h.size:
+            break
+        if child + 1 < h.size and h.data[child + 1] < h.data[child]:
+            child += 1
+        if last <= h.data[child]:
+            break
+        h.data[i] = h.data[child]
+        i = child
+    h.data[i] = last
 
 
 @cython.final
@@ -57,6 +105,24 @@ cdef class Recorder:
             self._expired.append(op.expired)
 
 
+@cython.final
+cdef class Clock:
+    """``Clock(timer)()`` is ``timer.now_ms``: a setting's clock for its operations.
+
+    ``on_complete`` reads the clock once per request; this reads the
+    compiled core's field instead of a ``getattr`` through a property.
+    """
+
+    cdef TimerCore _timer
+
+    def __init__(self, TimerCore timer):
+        self._timer = timer
+
+    def __call__(self):
+        cdef int64_t ns = self._timer._now_ns()
+        return ns // 1_000_000 if ns >= 0 else -((-ns + 999_999) // 1_000_000)
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def run_fixed_isr(
@@ -85,14 +151,16 @@ def run_fixed_isr(
         )
     if replay.isr_timer is not None:
         raise ValueError("run_fixed_isr replays a fixed ISR (no lag timers)")
+    for s in replay.settings:
+        if not (isinstance(s.timer, TimerCore) and (<TimerCore>s.timer)._manual):
+            raise TypeError(f"the settings' timers must be MockTimers, got {s.timer!r}")
     part = replay.partition
     cdef dict leos = part.leos
     isr = part.isr
-    cdef Py_ssize_t n_followers = len(leos)
-    cdef list heap = replay.heap
+    if replay.heap:
+        raise ValueError("run_fixed_isr starts a replay: the partition's heap is not empty")
     cdef list settings = replay.settings
     cdef Py_ssize_t n_settings = len(settings)
-    cdef Py_ssize_t k, i
     cdef list timers = [s.timer for s in settings]
     cdef list watches = [s.purgatory.try_complete_else_watch for s in settings]
     cdef list checks = [s.purgatory.check_and_complete for s in settings]
@@ -105,23 +173,55 @@ def run_fixed_isr(
     keys = (name,)
     cdef int64_t now = replay.now
     cdef int64_t leader_leo = part.leader_leo
-    cdef int64_t t, a, b
+    cdef _Heap heap
+    heap.data = NULL
+    heap.size = heap.capacity = 0
+    try:
+        _run(replay, produce_type, ts, is_fetch, first, second, timeouts, &heap,
+             part, leos, isr, settings, n_settings, timers, watches, checks, clocks,
+             records, fixed, check, samples, name, keys, &now, &leader_leo)
+    finally:
+        free(heap.data)
+        # Stored once, at the end: nothing reads them during a fixed-ISR
+        # replay (the Python loop stores them as it goes).
+        replay.now = now
+        part.leader_leo = leader_leo
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _run(
+    object replay, type produce_type, const int64_t[::1] ts,
+    const uint8_t[::1] is_fetch, const int64_t[::1] first,
+    const int64_t[::1] second, const int64_t[::1] timeouts, _Heap *heap,
+    object part, dict leos, object isr, list settings, Py_ssize_t n_settings,
+    list timers, list watches, list checks, list clocks, list records,
+    list fixed, bint check, list samples, object name, tuple keys,
+    int64_t *now, int64_t *leader_leo,
+) except -1:
+    cdef Py_ssize_t n = ts.shape[0], i, k
+    cdef int64_t t, a, b, hw
     cdef bint waiting
     cdef _ProduceCore op
+    cdef TimerCore core
+    cdef list queued
     for i in range(n):
         t = ts[i]
-        if t != now:
-            # Every clock to t (MockTimer.advance_to), or, with nothing due
-            # by t, only the manual clock: all advance_to would do.
+        if t != now[0]:
+            # Every clock to t (MockTimer.advance_to) if something is due by
+            # t (a task ready, or the first bucket's expiration: what
+            # next_expiration_ms reads), else only the manual clock: all
+            # advance_to would do.
             for k in range(n_settings):
-                timer = timers[k]
-                nxt = timer.next_expiration_ms
-                if nxt is not None and nxt <= t:
-                    timer.advance_to(t)
+                core = <TimerCore>timers[k]
+                queued = core._queue._heap
+                if core._ready or (
+                    queued and (<TimerTaskList>queued[0])._expiration_ms <= t
+                ):
+                    timers[k].advance_to(t)
                 else:
-                    timer.now_ns = t * 1_000_000
-            replay.now = t
-            now = t
+                    core._manual_now_ns = t * 1_000_000
+            now[0] = t
         a = first[i]
         b = second[i]
         if is_fetch[i]:
@@ -129,19 +229,22 @@ def run_fixed_isr(
             replica = a
             leos[replica] = b
             # The HW can only have risen past heap[0] if this follower did.
-            if heap and b >= <int64_t>heap[0] and replica in isr:
-                hw = min(leos.values()) if len(isr) == n_followers else replay._hw()
-                if hw >= heap[0]:
+            # With a fixed ISR every follower is in it: HW = min of the LEOs.
+            if heap.size and b >= heap.data[0] and replica in isr:
+                hw = b
+                for leo in leos.values():
+                    if PyLong_AsLongLong(leo) < hw:
+                        hw = PyLong_AsLongLong(leo)
+                if hw >= heap.data[0]:
                     # _complete_up_to(hw)
-                    while heap and heap[0] <= hw:
-                        _heappop(heap)
+                    while heap.size and heap.data[0] <= hw:
+                        _heap_pop(heap)
                     for k in range(n_settings):
                         checks[k](name)
         else:
             # a = request_id, b = required_offset
-            if b > leader_leo:
-                leader_leo = b
-                part.leader_leo = b
+            if b > leader_leo[0]:
+                leader_leo[0] = b
             required = b
             waiting = False
             for k in range(n_settings):
@@ -154,7 +257,7 @@ def run_fixed_isr(
                     # offset is popped later and checks nothing).
                     waiting = True
             if waiting:
-                _heappush(heap, required)
+                _heap_push(heap, b)
         if check and (i == n - 1 or ts[i + 1] != t):
             samples.append((t, [s.purgatory.delayed for s in settings]))
-    replay.now = now
+    return 0

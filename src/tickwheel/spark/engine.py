@@ -358,7 +358,11 @@ class _Setting:
         self.timer = timer = MockTimer(start_ms=start_ms)
         # ``lambda: timer.now_ms`` without a Python frame per call (one call
         # per completed or expired request).
-        self.clock: Callable[[], int] = functools.partial(getattr, timer, "now_ms")
+        self.clock: Callable[[], int] = (
+            _replay.Clock(timer)
+            if _replay is not None
+            else functools.partial(getattr, timer, "now_ms")
+        )
         self.purgatory = DelayedOperationPurgatory(f"Produce-{name}", self.timer)
         self.done_ids: list[int] = []
         self.done_ms: list[int] = []

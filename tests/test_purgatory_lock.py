@@ -1,0 +1,163 @@
+"""The compiled purgatory's lock (``_purgatory._Lock``) behaves as threading.Lock.
+
+Operations (private lock) and shards use it so that the hot paths take and
+release it in C; whoever is handed ``DelayedOperation.lock`` must be able to
+use it exactly like a ``threading.Lock``.  Every test runs on both locks.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Any, Callable
+
+import pytest
+
+pytestmark = pytest.mark.c_extension
+
+
+def _locks() -> list[Any]:
+    from tickwheel import _purgatory
+
+    return [
+        pytest.param(threading.Lock, id="threading.Lock"),
+        pytest.param(_purgatory._Lock, id="_purgatory._Lock"),
+    ]
+
+
+@pytest.fixture(params=_locks())
+def make(request: pytest.FixtureRequest) -> Callable[[], Any]:
+    return request.param  # type: ignore[no-any-return]
+
+
+def test_acquire_release_locked(make):
+    lock = make()
+    assert not lock.locked()
+    assert lock.acquire() is True
+    assert lock.locked()
+    assert lock.acquire(False) is False
+    assert lock.acquire(blocking=False) is False
+    assert lock.acquire(timeout=0) is False
+    lock.release()
+    assert not lock.locked()
+    assert lock.acquire(False) is True
+    lock.release()
+
+
+def test_release_unlocked_raises(make):
+    lock = make()
+    with pytest.raises(RuntimeError):
+        lock.release()
+    assert not lock.locked()
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"blocking": False, "timeout": 1}, {"timeout": -2}, {"timeout": -0.5}]
+)
+def test_bad_arguments_raise_value_error(make, kwargs):
+    lock = make()
+    with pytest.raises(ValueError):
+        lock.acquire(**kwargs)
+    assert not lock.locked()
+
+
+def test_context_manager(make):
+    lock = make()
+    with lock:
+        assert lock.locked()
+    assert not lock.locked()
+    with pytest.raises(KeyError), lock:
+        raise KeyError("inside")
+    assert not lock.locked()
+
+
+def test_timed_acquire_gives_up_while_held(make):
+    lock = make()
+    lock.acquire()
+    got: list[bool] = []
+    t = threading.Thread(target=lambda: got.append(lock.acquire(timeout=0.02)))
+    t.start()
+    t.join(10)
+    assert got == [False]
+    lock.release()
+
+
+def test_a_waiting_thread_gets_it_after_release_from_another_thread(make):
+    lock = make()
+    lock.acquire()
+    waiting, got = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        waiting.set()
+        if lock.acquire():
+            got.set()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    assert waiting.wait(10)
+    assert not got.wait(0.05)  # still held
+    # A Lock (unlike an RLock) may be released by any thread.
+    releaser = threading.Thread(target=lock.release)
+    releaser.start()
+    releaser.join(10)
+    assert got.wait(10)
+    t.join(10)
+    assert lock.locked()
+    lock.release()
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or not hasattr(signal, "setitimer"), reason="setitimer"
+)
+def test_a_signal_handler_that_raises_interrupts_a_blocking_acquire(make):
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted()
+
+    lock = make()
+    lock.acquire()
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Interrupted):
+            lock.acquire()  # held by this very thread: only the signal ends it
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert lock.locked()
+    lock.release()
+
+
+def test_operations_and_shards_use_it_and_hand_it_out_usable():
+    from tickwheel import MockTimer, _purgatory
+    from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
+
+    class Op(DelayedOperation):
+        __slots__ = ()
+
+        def try_complete(self) -> bool:
+            return False
+
+    op = Op(10)
+    assert type(op._op_lock) is _purgatory._Lock
+    purgatory = DelayedOperationPurgatory("lock", MockTimer())
+    assert all(type(shard.lock) is _purgatory._Lock for shard in purgatory._shards)
+    assert not purgatory.try_complete_else_watch(op, ["k"])
+    lock = op.lock  # handed out: from now on the purgatory waits for it
+    done = threading.Event()
+
+    def complete_elsewhere() -> None:
+        op.force_complete()  # blocks until the lock is released below
+        done.set()
+
+    with lock:
+        t = threading.Thread(target=complete_elsewhere)
+        t.start()
+        assert not done.wait(0.05)
+    assert done.wait(10)
+    t.join(10)
+    assert op.completed and not lock.locked()
+    purgatory.shutdown()
