@@ -157,7 +157,7 @@ def test_recorder_appends_request_id_done_ms_and_expired():
     ids: list[int] = []
     done: list[int] = []
     expired: list[bool] = []
-    record = _replay.Recorder(ids, done, expired)
+    record = _replay.recorder(ids, done, expired)
     timer = MockTimer()
     purgatory = DelayedOperationPurgatory("rec", timer)
     part = Partition("p", [1])
@@ -240,11 +240,11 @@ def test_clock_reads_the_timers_now_ms(now_ns):
     from tickwheel.spark import _replay
 
     timer = MockTimer()
-    clock = _replay.Clock(timer)
+    clock = _replay.clock(timer)
     timer.now_ns = now_ns
     assert clock() == timer.now_ms == now_ns // 1_000_000
     with pytest.raises(TypeError):
-        _replay.Clock(object())  # type: ignore[arg-type]
+        _replay.clock(object())  # type: ignore[arg-type]
 
 
 def test_run_fixed_isr_needs_manual_clock_timers():

@@ -23,6 +23,8 @@ from libc.stdlib cimport free, realloc
 from tickwheel._purgatory cimport _ProduceCore, _new_produce
 from tickwheel._wheel cimport TimerCore, TimerTaskList
 
+from functools import partial as _partial
+
 
 # -- the pending required offsets: a binary min-heap of C integers -----------------
 # (engine._PartitionReplay keeps the same heap as a list of Python ints.)
@@ -74,53 +76,39 @@ cdef void _heap_pop(_Heap *h) noexcept:
     h.data[i] = last
 
 
-@cython.final
-cdef class Recorder:
-    """A setting's completion callback: append the outcome to three lists.
-
-    ``Recorder(ids, done_ms, expired)(op)`` appends ``op.request_id``,
-    ``op.done_ms`` and ``op.expired``: what ``engine._record`` does, without
-    a Python frame per request.
-    """
-
-    cdef list _ids
-    cdef list _done_ms
-    cdef list _expired
-
-    def __init__(self, list ids, list done_ms, list expired):
-        self._ids = ids
-        self._done_ms = done_ms
-        self._expired = expired
-
-    def __call__(self, op):
-        cdef _ProduceCore p
-        if isinstance(op, _ProduceCore):
-            p = <_ProduceCore>op
-            self._ids.append(p.request_id)
-            self._done_ms.append(p.done_ms)
-            self._expired.append(p._op_expired)
-        else:
-            self._ids.append(op.request_id)
-            self._done_ms.append(op.done_ms)
-            self._expired.append(op.expired)
+# -- the settings' completion callback and clock -------------------------------
+# Each is a functools.partial of a module function: both calls are vectorcalls
+# (an extension type's __call__ would pack its arguments into a tuple).
+def record(list ids, list done_ms, list expired, op):
+    """Append ``op.request_id``, ``op.done_ms`` and ``op.expired`` to the lists."""
+    cdef _ProduceCore p
+    if isinstance(op, _ProduceCore):
+        p = <_ProduceCore>op
+        ids.append(p.request_id)
+        done_ms.append(p.done_ms)
+        expired.append(p._op_expired)
+    else:
+        ids.append(op.request_id)
+        done_ms.append(op.done_ms)
+        expired.append(op.expired)
 
 
-@cython.final
-cdef class Clock:
-    """``Clock(timer)()`` is ``timer.now_ms``: a setting's clock for its operations.
+def now_ms(TimerCore timer):
+    """``timer.now_ms``, read from the compiled core's field."""
+    cdef int64_t ns = timer._now_ns()
+    return ns // 1_000_000 if ns >= 0 else -((-ns + 999_999) // 1_000_000)
 
-    ``on_complete`` reads the clock once per request; this reads the
-    compiled core's field instead of a ``getattr`` through a property.
-    """
 
-    cdef TimerCore _timer
+def recorder(list ids, list done_ms, list expired):
+    """A setting's completion callback: ``recorder(ids, done_ms, expired)(op)``
+    appends ``op.request_id``, ``op.done_ms`` and ``op.expired`` (what
+    ``engine._record`` does, without a Python frame per request)."""
+    return _partial(record, ids, done_ms, expired)
 
-    def __init__(self, TimerCore timer):
-        self._timer = timer
 
-    def __call__(self):
-        cdef int64_t ns = self._timer._now_ns()
-        return ns // 1_000_000 if ns >= 0 else -((-ns + 999_999) // 1_000_000)
+def clock(TimerCore timer):
+    """``clock(timer)()`` is ``timer.now_ms``: a setting's clock for its operations."""
+    return _partial(now_ms, timer)
 
 
 @cython.boundscheck(False)

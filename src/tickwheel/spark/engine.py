@@ -359,7 +359,7 @@ class _Setting:
         # ``lambda: timer.now_ms`` without a Python frame per call (one call
         # per completed or expired request).
         self.clock: Callable[[], int] = (
-            _replay.Clock(timer)
+            _replay.clock(timer)
             if _replay is not None
             else functools.partial(getattr, timer, "now_ms")
         )
@@ -368,7 +368,7 @@ class _Setting:
         self.done_ms: list[int] = []
         self.done_expired: list[bool] = []
         self.record: Callable[[DelayedProduce], None] = (
-            _replay.Recorder(self.done_ids, self.done_ms, self.done_expired)
+            _replay.recorder(self.done_ids, self.done_ms, self.done_expired)
             if _replay is not None
             else functools.partial(
                 _record,
