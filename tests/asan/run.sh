@@ -19,7 +19,8 @@ CC="${CC:-clang}"
 rm -rf "$WORK"
 git clone -q "$SRC" "$WORK/repo"
 "$PY" -m venv "$WORK/venv"
-"$WORK/venv/bin/python" -m pip install -q -U "Cython>=3.1" "setuptools>=77" hypothesis pytest
+"$WORK/venv/bin/python" -m pip install -q -U "Cython>=3.1" "setuptools>=77" hypothesis pytest \
+  numpy pyarrow  # for the replay engine's tests (its compiled loop)
 cd "$WORK/repo"
 # -O1 keeps the build quick and stack traces readable; the flags reach both
 # compile and link through setuptools' CFLAGS/LDFLAGS.
@@ -30,14 +31,17 @@ LDFLAGS="-fsanitize=address" \
 ASAN_RT="$("$CC" -print-file-name=libclang_rt.asan-x86_64.so)"
 test -f "$ASAN_RT" || { echo "ASan runtime not found: $ASAN_RT" >&2; exit 2; }
 # The instrumented .so must reference the ASan runtime, or the run proves nothing.
-SO="$(ls src/tickwheel/_wheel*.so)"
-[ "$(nm -D "$SO" | grep -c __asan_report)" -gt 0 ] || { echo "$SO is not instrumented" >&2; exit 2; }
+for SO in src/tickwheel/_wheel*.so src/tickwheel/_purgatory*.so src/tickwheel/spark/_replay*.so; do
+  [ "$(nm -D "$SO" | grep -c __asan_report)" -gt 0 ] || { echo "$SO is not instrumented" >&2; exit 2; }
+done
 TESTS=(tests/test_bucket.py tests/test_wheel.py tests/test_wheel_model.py
        tests/test_timer.py tests/test_twin_parity.py tests/test_purgatory.py
        tests/test_compat_sched.py tests/test_compat_threading.py tests/test_compat_asyncio.py)
 for f in tests/test_bad_input.py tests/test_model_interactions.py \
          tests/test_compat_asyncio_model.py tests/test_compat_threading_model.py \
-         tests/test_precascade.py tests/test_faults_more.py tests/test_stress.py; do
+         tests/test_precascade.py tests/test_faults_more.py tests/test_stress.py \
+         tests/test_purgatory_lock.py tests/test_kafka_ops.py tests/test_replay_engine.py \
+         tests/test_replay_loop.py; do
   [ -f "$f" ] && TESTS+=("$f")
 done
 LD_PRELOAD="$ASAN_RT" \
