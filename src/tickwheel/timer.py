@@ -84,8 +84,6 @@ def _check_ms(value: object, name: str) -> int:
 # per call (about 10 us compiled), and the least idle time worth using.
 _CASCADE_CHUNK = 256
 _CASCADE_IDLE_NS = 100_000
-# While the executor thread runs a batch, the reaper looks again this often.
-_CASCADE_RETRY_NS = 500_000
 
 # Every open SystemTimer, for the fork and exit hooks below.
 _LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -152,8 +150,6 @@ class _SystemTimerMixin(_CoreBase):
         self._cond = threading.Condition(threading.Lock())
         self._stopping = False
         self._batches: SimpleQueue[list[TimerTask] | None] | None = None
-        # True while the executor thread runs a batch (read by the reaper).
-        self._worker_busy = False
         self._worker: threading.Thread | None = None
         self._reaper: threading.Thread | None = None
         self._use_reaper = bool(reaper)
@@ -211,29 +207,20 @@ class _SystemTimerMixin(_CoreBase):
                     due_in = self._due_in_ns()
                     if due_in is not None and due_in <= 0:
                         break
-                    wait_ns = due_in
                     if (
                         idle_work
                         and self._cascade_early
                         and due_in is not None
                         and due_in >= _CASCADE_IDLE_NS
                     ):
-                        batches = self._batches
-                        if not self._worker_busy and (
-                            batches is None or batches.empty()
-                        ):
-                            # Idle until the next bucket: move a chunk of the
-                            # next big overflow bucket down now (precascade).
-                            idle_work = self._cascade_chunk()
-                            # Re-read the queue: an add() may have notified
-                            # while the lock was released.
-                            continue
-                        # The executor thread has due tasks to run: a chunk
-                        # now would take the GIL from it (for up to the 5 ms
-                        # switch interval).  Look again shortly.
-                        wait_ns = min(due_in, _CASCADE_RETRY_NS)
+                        # Idle until the next bucket: move a chunk of the next
+                        # big overflow bucket down now (see precascade).
+                        idle_work = self._cascade_chunk()
+                        # Re-read the queue: an add() may have notified
+                        # while the lock was released.
+                        continue
                     # Sleeps with the GIL released; add() and close() notify.
-                    self._cond.wait(None if wait_ns is None else wait_ns / 1e9)
+                    self._cond.wait(None if due_in is None else due_in / 1e9)
                     idle_work = True
             try:
                 self._expire_due()
@@ -321,11 +308,7 @@ class _SystemTimerMixin(_CoreBase):
             batch = get()
             if batch is None:
                 return
-            self._worker_busy = True
-            try:
-                self._run_batch(batch)
-            finally:
-                self._worker_busy = False
+            self._run_batch(batch)
 
     # -- public API -----------------------------------------------------------
     def advance_clock(self, timeout_ms: int | float = 0) -> bool:
