@@ -22,6 +22,23 @@ def _public(cls: type) -> dict[str, object]:
     return names
 
 
+def _assert_twins(c_cls: type, py_cls: type, c_name: str) -> None:
+    """Same docstrings, public members, attribute kinds and parameter names."""
+    assert inspect.getdoc(c_cls) == inspect.getdoc(py_cls)
+    c_members, py_members = _public(c_cls), _public(py_cls)
+    assert sorted(c_members) == sorted(py_members)
+    for member, py_obj in py_members.items():
+        c_obj = c_members[member]
+        assert inspect.getdoc(c_obj) == inspect.getdoc(py_obj), f"{c_name}.{member}"
+        assert _is_attribute(c_obj) == _is_attribute(py_obj), member
+        if not _is_attribute(py_obj):
+            py_sig = inspect.signature(py_obj)
+            c_sig = inspect.signature(c_obj)
+            assert list(c_sig.parameters) == list(py_sig.parameters), (
+                f"{c_name}.{member}"
+            )
+
+
 @pytest.fixture(scope="module")
 def pair():
     from tickwheel import _wheel, _wheel_py
@@ -51,18 +68,7 @@ def test_same_module_names(pair):
     ],
 )
 def test_same_members_docs_and_signatures(pair, name):
-    c_cls, py_cls = getattr(pair[0], name), getattr(pair[1], name)
-    assert inspect.getdoc(c_cls) == inspect.getdoc(py_cls)
-    c_members, py_members = _public(c_cls), _public(py_cls)
-    assert sorted(c_members) == sorted(py_members)
-    for member, py_obj in py_members.items():
-        c_obj = c_members[member]
-        assert inspect.getdoc(c_obj) == inspect.getdoc(py_obj), f"{name}.{member}"
-        assert _is_attribute(c_obj) == _is_attribute(py_obj), member
-        if not _is_attribute(py_obj):
-            py_sig = inspect.signature(py_obj)
-            c_sig = inspect.signature(c_obj)
-            assert list(c_sig.parameters) == list(py_sig.parameters), f"{name}.{member}"
+    _assert_twins(getattr(pair[0], name), getattr(pair[1], name), name)
 
 
 @pytest.mark.parametrize(
@@ -124,22 +130,6 @@ def test_delayed_produce_core_twins():
 
     assert kafka._ProduceCore is _purgatory._ProduceCore
     _assert_twins(_purgatory._ProduceCore, kafka._PureProduceCore, "_ProduceCore")
-
-
-def _assert_twins(c_cls: type, py_cls: type, c_name: str) -> None:
-    assert inspect.getdoc(c_cls) == inspect.getdoc(py_cls)
-    c_members, py_members = _public(c_cls), _public(py_cls)
-    assert sorted(c_members) == sorted(py_members)
-    for member, py_obj in py_members.items():
-        c_obj = c_members[member]
-        assert inspect.getdoc(c_obj) == inspect.getdoc(py_obj), f"{c_name}.{member}"
-        assert _is_attribute(c_obj) == _is_attribute(py_obj), member
-        if not _is_attribute(py_obj):
-            py_sig = inspect.signature(py_obj)
-            c_sig = inspect.signature(c_obj)
-            assert list(c_sig.parameters) == list(py_sig.parameters), (
-                f"{c_name}.{member}"
-            )
 
 
 def test_purgatory_without_its_extension_warns_and_falls_back():
