@@ -5,7 +5,7 @@ followers per partition fetching with log-normal delays, a few slow followers
 with stalls), by default 1,000,000 produce requests over 64 partitions.
 
 Measured, in one process and one Spark session, alternating, ``--repeat``
-times (medians reported):
+times (medians reported, and the replay/SQL ratio of each back-to-back pair):
 
 * **SQL oracle**: ``tests/spark/sql_oracle.py`` (running HW by window
   functions, first time it reaches each offset), read Parquet -> write the

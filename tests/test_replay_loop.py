@@ -141,6 +141,11 @@ def test_run_fixed_isr_rejects_bad_arguments():
         _replay.run_fixed_isr(replay, engine.ReplayProduce, i64, u8, i64, i64, i64[:1])
     with pytest.raises(TypeError, match="produce_type"):
         _replay.run_fixed_isr(replay, int, i64, u8, i64, i64, i64)
+    shrunk = engine._PartitionReplay("p", [1, 2], [None], None, 0)
+    shrunk.partition.shrink_isr(2)
+    with pytest.raises(ValueError, match="every follower"):
+        _replay.run_fixed_isr(shrunk, engine.ReplayProduce, i64, u8, i64, i64, i64)
+    shrunk.finish()
     lagged = engine._PartitionReplay("p", [1], [None], 10, 0)
     with pytest.raises(ValueError, match="fixed ISR"):
         _replay.run_fixed_isr(lagged, engine.ReplayProduce, i64, u8, i64, i64, i64)

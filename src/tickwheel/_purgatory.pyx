@@ -29,7 +29,6 @@ cdef extern from "pythread.h":
     ) nogil
 
 import logging
-import threading
 import time
 
 from tickwheel._wheel import TimerTask as _TimerTask
@@ -684,6 +683,10 @@ def _new_operation(type cls, delay_ms):
     :raises TypeError: if ``cls`` is not a DelayedOperation subclass, or as
         DelayedOperation for ``delay_ms``
     """
+    return _fresh(cls, delay_ms)
+
+
+cdef DelayedOperation _fresh(type cls, object delay_ms):
     # tp_new leaves every flag False and _op_holder 0 (zeroed C fields), as
     # __init__ would set them; only the delay and the lock remain.
     cdef DelayedOperation op = cls.__new__(cls)
@@ -731,12 +734,9 @@ cdef _ProduceCore _new_produce(
     type cls, object partition, object required_offset, object timeout_ms,
     object arrival_ms, object request_id, object clock, object callback
 ):
-    # What kafka's replay path does with _new_operation and ten stores; the
-    # caller has validated every value (see tickwheel.spark.engine).
-    cdef _ProduceCore op = cls.__new__(cls)
-    op.delay_ms = timeout_ms
-    op._op_lock = _allocate_lock()
-    op._op_trylock = True
+    # ReplayProduce(...) of tickwheel.spark.engine (a fresh operation, then
+    # its fields) in one C call; the caller has validated every value.
+    cdef _ProduceCore op = <_ProduceCore?>_fresh(cls, timeout_ms)
     op.partition = partition
     op.required_offset = required_offset
     op.timeout_ms = timeout_ms

@@ -144,7 +144,9 @@ def run_fixed_isr(
             raise TypeError(f"the settings' timers must be MockTimers, got {s.timer!r}")
     part = replay.partition
     cdef dict leos = part.leos
-    isr = part.isr
+    if part.isr != leos.keys():
+        # The loop takes the HW as the smallest LEO of all followers.
+        raise ValueError("run_fixed_isr replays a fixed ISR: every follower in it")
     if replay.heap:
         raise ValueError("run_fixed_isr starts a replay: the partition's heap is not empty")
     cdef list settings = replay.settings
@@ -166,7 +168,7 @@ def run_fixed_isr(
     heap.size = heap.capacity = 0
     try:
         _run(replay, produce_type, ts, is_fetch, first, second, timeouts, &heap,
-             part, leos, isr, settings, n_settings, timers, watches, checks, clocks,
+             part, leos, settings, n_settings, timers, watches, checks, clocks,
              records, fixed, check, samples, name, keys, &now, &leader_leo)
     finally:
         free(heap.data)
@@ -182,7 +184,7 @@ cdef int _run(
     object replay, type produce_type, const int64_t[::1] ts,
     const uint8_t[::1] is_fetch, const int64_t[::1] first,
     const int64_t[::1] second, const int64_t[::1] timeouts, _Heap *heap,
-    object part, dict leos, object isr, list settings, Py_ssize_t n_settings,
+    object part, dict leos, list settings, Py_ssize_t n_settings,
     list timers, list watches, list checks, list clocks, list records,
     list fixed, bint check, list samples, object name, tuple keys,
     int64_t *now, int64_t *leader_leo,
@@ -218,7 +220,7 @@ cdef int _run(
             leos[replica] = b
             # The HW can only have risen past heap[0] if this follower did.
             # With a fixed ISR every follower is in it: HW = min of the LEOs.
-            if heap.size and b >= heap.data[0] and replica in isr:
+            if heap.size and b >= heap.data[0]:
                 hw = b
                 for leo in leos.values():
                     if PyLong_AsLongLong(leo) < hw:
