@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tickwheel import MockTimer
 from tickwheel.kafka import (
@@ -231,3 +233,74 @@ def test_kafka_ops_bad_input(make, exc, match):
     p = Partition("t-0", followers=[1])
     with pytest.raises(exc, match=match):
         make(p, lambda: 0)
+
+
+# -- the partition's maintained acknowledged offset ------------------------------
+def test_partition_state_is_read_only_outside_its_methods():
+    # The partition keeps the smallest in-sync LEO up to date itself, so its
+    # containers must not be edited behind its back.
+    p = Partition("t-0", followers=[1, 2])
+    with pytest.raises(TypeError):
+        p.leos[1] = 5  # type: ignore[index]
+    assert isinstance(p.isr, frozenset) and p.isr == {1, 2}
+    with pytest.raises(AttributeError):
+        p.isr.add(3)  # type: ignore[attr-defined]
+    snapshot = p.isr
+    p.shrink_isr(2)
+    assert snapshot == {1, 2} and p.isr == {1}  # a snapshot, not a view
+    p.record_fetch(1, 3)
+    assert dict(p.leos) == {1: 3, 2: 0}  # the view is live
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["fetch", "shrink", "expand", "append", "add"]),
+            st.integers(0, 4),
+            st.integers(0, 50),
+        ),
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_partition_high_watermark_matches_a_brute_force_model(steps, in_sync):
+    """After any sequence of changes, HW and acked() equal their definitions."""
+    p = Partition("t-0", followers=[0, 1])
+    for op, replica, value in steps:
+        known = replica in p.leos
+        if op == "fetch" and known:
+            p.record_fetch(replica, value)
+        elif op == "shrink" and known:
+            p.shrink_isr(replica)
+        elif op == "expand" and known:
+            p.expand_isr(replica)
+        elif op == "append":
+            p.append(records=value + 1)
+        elif op == "add" and not known:
+            p.add_follower(replica, value, in_sync=in_sync)
+        in_isr = [p.leos[r] for r in p.isr]
+        assert p.high_watermark == min([p.leader_leo, *in_isr])
+        for offset in (0, value, value + 1, p.leader_leo, p.leader_leo + 1):
+            assert p.acked(offset) == all(leo >= offset for leo in in_isr)
+
+
+def test_delayed_produce_completes_from_the_maintained_offset(env):
+    # try_complete compares the partition's maintained offset: every route
+    # that changes it (fetch, shrink, add_follower) is seen by the next check.
+    timer, purgatory, done = env
+    p = Partition("t-0", followers=[1])
+    clock = lambda: timer.now_ms  # noqa: E731
+    ops = [
+        DelayedProduce(p, p.append(records=1), 100, clock=clock, callback=done.append)
+        for _ in range(3)
+    ]
+    for op in ops:
+        assert purgatory.try_complete_else_watch(op, op.keys) is False
+    p.record_fetch(1, 1)
+    assert purgatory.check_and_complete("t-0") == 1 and done == [ops[0]]
+    p.add_follower(2, leo=0)  # a new in-sync follower holds the HW back
+    p.record_fetch(1, 3)
+    assert purgatory.check_and_complete("t-0") == 0
+    p.shrink_isr(2)
+    assert purgatory.check_and_complete("t-0") == 2 and done == ops

@@ -354,6 +354,54 @@ def test_resolve_batches_refuses_a_partition_in_two_runs():
         list(resolve_batches(batches))
 
 
+def _sorted(table: Any, keys: list[str]) -> Any:
+    import pyarrow.compute as pc
+
+    return table.take(pc.sort_indices(table, [(k, "ascending") for k in keys]))
+
+
+@pytest.mark.parametrize("timeout_ms", [None, [30_000, 2_000, 0]])
+def test_resolve_batches_sorted_by_time_matches_sorted_by_partition(timeout_ms):
+    """Time-ordered input with partitions interleaved (the Spark glue's sort)
+    replays exactly as partition-ordered input, junk rows included."""
+    table = generate_trace(3_000, 7, seed=5)
+    junk = malformed_rows(table, 15, seed=5)
+    table = pa.concat_tables([table, junk.cast(table.schema)])
+    by_partition = _sorted(table, ["partition", "ts_ms", "kind"])
+    by_time = _sorted(table, ["ts_ms", "kind"])
+    assert by_time.column("partition") != by_partition.column("partition")
+    expected = split_output(
+        resolve_batches(by_partition.to_batches(max_chunksize=500), timeout_ms)
+    )
+    got = split_output(
+        resolve_batches(
+            by_time.to_batches(max_chunksize=500), timeout_ms, sorted_by="time"
+        )
+    )
+    assert got.outcomes.num_rows == 3_000 * (1 if timeout_ms is None else 3)
+    for name in ("outcomes", "purgatory_size", "rejected"):
+        a, b = getattr(expected, name), getattr(got, name)
+        keys = [c for c in a.column_names if c != "reason"]
+        assert _sorted(a, keys).equals(_sorted(b, keys)), name
+
+
+def test_resolve_batches_sorted_by_time_still_checks_each_partition_order():
+    rows = [P(0, 1, 1, 10, "a"), P(1, 2, 1, 10, "b"), P(0, 3, 1, 10, "b")]
+    batch = pa.RecordBatch.from_pylist(rows, schema=EVENT_SCHEMA)
+    with pytest.raises(ValueError, match="partition 'b' are not sorted"):
+        list(resolve_batches([batch], sorted_by="time"))
+    rows = [P(0, 1, 1, 10, "a"), P(0, 2, 1, 10, "b"), P(1, 3, 1, 10, "a")]
+    batch = pa.RecordBatch.from_pylist(rows, schema=EVENT_SCHEMA)
+    result = split_output(resolve_batches([batch], sorted_by="time"))
+    assert sorted(result.outcomes.column("request_id").to_pylist()) == [1, 2, 3]
+    assert list(resolve_batches([], sorted_by="time"))[0]["record"][0].as_py() == "meta"
+
+
+def test_resolve_batches_sorted_by_must_be_named():
+    with pytest.raises(ValueError, match="sorted_by must be 'partition' or 'time', got 'ts'"):
+        list(resolve_batches([], sorted_by="ts"))
+
+
 def test_replay_missing_column_is_named():
     table = pa.Table.from_pylist([P(0, 1, 1, 10)], schema=EVENT_SCHEMA).drop_columns(
         ["timeout_ms"]
@@ -493,3 +541,19 @@ def test_new_operation_matches_init_on_both_cores():
             make(int, 250)
         with pytest.raises((TypeError, ValueError)):
             make(Op, "soon")
+        # Every kind of delay reads back as __init__ stores it (the compiled
+        # maker has a fast path for ints in range), and one out of range
+        # fails as __init__ does.
+        from tickwheel import MAX_DELAY_MS
+
+        for delay in (0, -3, 2.5, MAX_DELAY_MS, -MAX_DELAY_MS, True + 1):
+            op, ref = make(Op, delay), Op(delay)
+            assert op.delay_ms == ref.delay_ms and type(op.delay_ms) is type(
+                ref.delay_ms
+            ), delay
+        for delay in (MAX_DELAY_MS + 1, -MAX_DELAY_MS - 1, 2**70):
+            with pytest.raises(OverflowError) as made:
+                make(Op, delay)
+            with pytest.raises(OverflowError) as inited:
+                Op(delay)
+            assert str(made.value) == str(inited.value)

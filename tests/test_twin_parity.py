@@ -132,6 +132,20 @@ def test_delayed_produce_core_twins():
     _assert_twins(_purgatory._ProduceCore, kafka._PureProduceCore, "_ProduceCore")
 
 
+def test_partition_core_twins():
+    # The field try_complete compares: _purgatory._PartitionCore (selected,
+    # a C slot) and kafka._PurePartitionCore (the reference).
+    from tickwheel import _purgatory, kafka
+
+    assert kafka._PartitionCore is _purgatory._PartitionCore
+    assert issubclass(kafka.Partition, _purgatory._PartitionCore)
+    _assert_twins(_purgatory._PartitionCore, kafka._PurePartitionCore, "_PartitionCore")
+    for core in (_purgatory._PartitionCore, kafka._PurePartitionCore):
+        part = core()
+        part._acked_to = 7
+        assert part._acked_to == 7
+
+
 def test_purgatory_without_its_extension_warns_and_falls_back():
     # A build with the compiled core but no (or a mismatched) compiled
     # purgatory must say so, not run slower in silence.

@@ -59,6 +59,12 @@ cdef class _PurgatoryCore:
     cdef public bint _compiled_ops
 
 
+# kafka.Partition's smallest in-sync follower LEO (kept up to date by
+# Partition; written in C by the replay loop): try_complete compares it.
+cdef class _PartitionCore:
+    cdef public object _acked_to
+
+
 # kafka.DelayedProduce's fields and hot methods (try_complete runs several
 # times per replayed request): kafka.py subclasses it for the rest.
 cdef class _ProduceCore(DelayedOperation):

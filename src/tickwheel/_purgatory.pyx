@@ -8,6 +8,7 @@ docstrings below match it, line for line the logic does too.
 
 cimport cython
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.pythread cimport (
     NOWAIT_LOCK,
     PY_LOCK_ACQUIRED,
@@ -31,6 +32,7 @@ cdef extern from "pythread.h":
 import logging
 import time
 
+from tickwheel._wheel import MAX_DELAY_MS as _MAX_DELAY_MS_OBJ
 from tickwheel._wheel import TimerTask as _TimerTask
 
 __all__ = ["DelayedOperation"]
@@ -175,6 +177,8 @@ cdef inline bint _locked(object lock) except -1:
 
 
 cdef object _allocate_lock = _Lock
+# TimerTask's delay range (the setter's check, for _fresh's int fast path).
+cdef long long _MAX_DELAY_MS = _MAX_DELAY_MS_OBJ
 
 # DelayedOperation's fields follow TimerTask's in one C struct: a _wheel built
 # from another _wheel.pxd than this module was would overlap them.
@@ -690,32 +694,40 @@ cdef DelayedOperation _fresh(type cls, object delay_ms):
     # tp_new leaves every flag False and _op_holder 0 (zeroed C fields), as
     # __init__ would set them; only the delay and the lock remain.
     cdef DelayedOperation op = cls.__new__(cls)
-    op.delay_ms = delay_ms
-    op._op_lock = _allocate_lock()
+    cdef long long value
+    cdef int overflow = 0
+    if type(delay_ms) is int:
+        # The delay_ms setter's int case, in place (no attribute lookup).
+        value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
+        if overflow == 0 and -_MAX_DELAY_MS <= value <= _MAX_DELAY_MS:
+            op._delay_ms = <double>value
+            op._delay_is_int = True
+        else:
+            op.delay_ms = delay_ms  # raises, as the setter does
+    else:
+        op.delay_ms = delay_ms
+    op._op_lock = _Lock.__new__(_Lock)  # _allocate_lock(), without the call
     op._op_trylock = True
     return op
 
 
 # -- kafka.DelayedProduce's hot half ------------------------------------------------
+cdef class _PartitionCore:
+    """The one field of Partition that DelayedProduce.try_complete reads."""
+
+
 cdef class _ProduceCore(DelayedOperation):
     """The fields and hot methods of DelayedProduce (kafka.py adds the rest)."""
 
     def try_complete(self):
         """Complete iff every in-sync follower's LEO reached required_offset."""
         partition = self.partition
-        leos = partition.leos
-        isr = partition.isr
-        offset = self.required_offset
-        if type(isr) is set and type(leos) is dict:
-            # Partition's own containers: iterated and read in C (no iterator
-            # object, no method lookups).
-            for replica in <set>isr:
-                if (<dict>leos)[replica] < offset:
-                    return False
-        else:
-            for replica in isr:
-                if leos[replica] < offset:
-                    return False
+        if isinstance(partition, _PartitionCore):
+            # Partition's field, read in C: one comparison.
+            if (<_PartitionCore>partition)._acked_to < self.required_offset:
+                return False
+        elif not partition.acked(self.required_offset):
+            return False
         return self.force_complete()
 
     def on_complete(self):

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Hashable, Iterable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable
 
 from .purgatory import DelayedOperation
@@ -86,11 +87,36 @@ def _check_clock(clock: object) -> Clock:
     return clock
 
 
-class Partition:
+class _PurePartitionCore:
+    """The one field of Partition that DelayedProduce.try_complete reads."""
+
+    __slots__ = ("_acked_to",)
+
+    _acked_to: int | float
+
+
+# The same field as a C slot (_purgatory.pyx), read by the compiled
+# try_complete and written by the compiled replay loop.
+if TYPE_CHECKING or _purgatory is None:
+    _PartitionCore = _PurePartitionCore
+else:
+    _PartitionCore = _purgatory._PartitionCore
+
+_NO_ISR = float("inf")
+
+
+class Partition(_PartitionCore):
     """The leader's replication state of one topic-partition.
 
-    Runtime complexity: high_watermark and acked are O(ISR size); append and
-    record_fetch O(1); bytes_between O(log batches).
+    The partition keeps the smallest LEO of its in-sync followers up to
+    date as fetches and ISR changes arrive (as Kafka's leader keeps its high
+    watermark), so asking whether an offset is acknowledged costs one
+    comparison however often the purgatory asks.  Change the state through
+    the methods; ``leos`` and ``isr`` are read-only views.
+
+    Runtime complexity: high_watermark and acked O(1); append O(1);
+    record_fetch, shrink_isr, expand_isr and add_follower O(ISR size);
+    bytes_between O(log batches).
 
     >>> p = Partition("t-0", followers=[1, 2])
     >>> p.append(records=2, nbytes=100), p.high_watermark
@@ -105,15 +131,18 @@ class Partition:
     :raises TypeError: if ``name`` is unhashable or a follower id is not an int
     """
 
-    # Slots: try_complete reads leos and isr several times per request.
     __slots__ = (
         "name",
         "leader_leo",
         "leos",
-        "isr",
+        "_leos",
+        "_isr",
         "_batch_ends",
         "_batch_cum_bytes",
     )
+
+    #: follower -> log end offset (read-only view; see record_fetch)
+    leos: Mapping[int, int]
 
     def __init__(self, name: Hashable, followers: Iterable[int] = ()) -> None:
         try:
@@ -122,12 +151,26 @@ class Partition:
             raise TypeError(f"name must be hashable, got {name!r}") from None
         self.name = name
         self.leader_leo = 0
-        self.leos: dict[int, int] = {}
-        self.isr: set[int] = set()
+        self._leos: dict[int, int] = {}
+        self.leos = MappingProxyType(self._leos)
+        self._isr: set[int] = set()
+        self._acked_to = _NO_ISR
         self._batch_ends: list[int] = []
         self._batch_cum_bytes: list[int] = []
         for replica in followers:
             self.add_follower(replica)
+
+    @property
+    def isr(self) -> frozenset[int]:
+        """The in-sync followers (a snapshot; see shrink_isr and expand_isr)."""
+        return frozenset(self._isr)
+
+    def _update_acked(self) -> None:
+        # The smallest LEO in the ISR (infinity for an empty ISR: every
+        # offset is then acknowledged by all in-sync followers, i.e. none).
+        leos = self._leos
+        isr = self._isr
+        self._acked_to = min([leos[r] for r in isr]) if isr else _NO_ISR
 
     def add_follower(self, replica: int, leo: int = 0, in_sync: bool = True) -> None:
         """Add a follower with log end offset ``leo`` (in the ISR unless in_sync=False).
@@ -136,13 +179,14 @@ class Partition:
         """
         _check_int(replica, "replica", minimum=-(2**63))
         _check_int(leo, "leo")
-        if replica in self.leos:
+        if replica in self._leos:
             raise ValueError(
                 f"replica {replica!r} is already a follower of {self.name!r}"
             )
-        self.leos[replica] = leo
+        self._leos[replica] = leo
         if in_sync:
-            self.isr.add(replica)
+            self._isr.add(replica)
+            self._update_acked()
 
     def append(self, records: int = 1, nbytes: int = 0) -> int:
         """Append a batch on the leader; return the new leader LEO (required offset).
@@ -165,46 +209,43 @@ class Partition:
         :raises ValueError: if ``replica`` is not a follower or ``leo`` is negative
         """
         _check_int(leo, "leo")
-        if replica not in self.leos:
+        if replica not in self._leos:
             raise ValueError(
                 f"replica {replica!r} is not a follower of {self.name!r} "
                 "(add_follower first)"
             )
-        self.leos[replica] = leo
+        self._leos[replica] = leo
+        if replica in self._isr:
+            self._update_acked()
 
     def shrink_isr(self, replica: int) -> None:
         """Remove a lagging follower from the ISR (the HW may rise: check the key)."""
-        if replica not in self.leos:
+        if replica not in self._leos:
             raise ValueError(f"replica {replica!r} is not a follower of {self.name!r}")
-        self.isr.discard(replica)
+        self._isr.discard(replica)
+        self._update_acked()
 
     def expand_isr(self, replica: int) -> None:
         """Put a follower back in the ISR (it should have caught up)."""
-        if replica not in self.leos:
+        if replica not in self._leos:
             raise ValueError(f"replica {replica!r} is not a follower of {self.name!r}")
-        self.isr.add(replica)
+        self._isr.add(replica)
+        self._update_acked()
 
     def caught_up(self, replica: int) -> bool:
         """True iff the follower's LEO has reached the leader's."""
-        return self.leos[replica] >= self.leader_leo
+        return self._leos[replica] >= self.leader_leo
 
     @property
     def high_watermark(self) -> int:
         """min(leader LEO, LEO of every in-sync follower)."""
-        leos = self.leos
-        hw = self.leader_leo
-        for replica in self.isr:
-            if leos[replica] < hw:
-                hw = leos[replica]
-        return hw
+        acked = self._acked_to
+        leader = self.leader_leo
+        return leader if leader <= acked else int(acked)
 
     def acked(self, offset: int) -> bool:
         """True iff every in-sync follower's LEO is >= ``offset`` (acks=all)."""
-        leos = self.leos
-        for replica in self.isr:
-            if leos[replica] < offset:
-                return False
-        return True
+        return self._acked_to >= offset
 
     def bytes_between(self, start: int, end: int) -> int:
         """Bytes of the batches that lie wholly in offsets [start, end)."""
@@ -221,7 +262,7 @@ class Partition:
     def __repr__(self) -> str:
         return (
             f"<Partition {self.name!r} leo={self.leader_leo} hw={self.high_watermark} "
-            f"isr={sorted(self.isr)}>"
+            f"isr={sorted(self._isr)}>"
         )
 
 
@@ -280,11 +321,11 @@ class _PureProduceCore(DelayedOperation):
         # Partition.acked, inlined: the purgatory calls this several times
         # per request (before and after watching, then on every check).
         partition = self.partition
-        leos = partition.leos
-        offset = self.required_offset
-        for replica in partition.isr:
-            if leos[replica] < offset:
+        if isinstance(partition, _PurePartitionCore):
+            if partition._acked_to < self.required_offset:
                 return False
+        elif not partition.acked(self.required_offset):
+            return False
         return self.force_complete()
 
     def on_complete(self) -> None:

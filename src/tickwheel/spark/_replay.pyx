@@ -20,7 +20,7 @@ from cpython.long cimport PyLong_AsLongLong
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, realloc
 
-from tickwheel._purgatory cimport _ProduceCore, _new_produce
+from tickwheel._purgatory cimport _PartitionCore, _ProduceCore, _new_produce
 from tickwheel._wheel cimport TimerCore, TimerTaskList
 
 from functools import partial as _partial
@@ -143,8 +143,10 @@ def run_fixed_isr(
         if not (isinstance(s.timer, TimerCore) and (<TimerCore>s.timer)._manual):
             raise TypeError(f"the settings' timers must be MockTimers, got {s.timer!r}")
     part = replay.partition
-    cdef dict leos = part.leos
-    if part.isr != leos.keys():
+    if not isinstance(part, _PartitionCore):
+        raise TypeError(f"the replay's partition must be a Partition, got {part!r}")
+    cdef dict leos = part._leos
+    if part._isr != leos.keys():
         # The loop takes the HW as the smallest LEO of all followers.
         raise ValueError("run_fixed_isr replays a fixed ISR: every follower in it")
     if replay.heap:
@@ -184,7 +186,7 @@ cdef int _run(
     object replay, type produce_type, const int64_t[::1] ts,
     const uint8_t[::1] is_fetch, const int64_t[::1] first,
     const int64_t[::1] second, const int64_t[::1] timeouts, _Heap *heap,
-    object part, dict leos, list settings, Py_ssize_t n_settings,
+    _PartitionCore part, dict leos, list settings, Py_ssize_t n_settings,
     list timers, list watches, list checks, list clocks, list records,
     list fixed, bint check, list samples, object name, tuple keys,
     int64_t *now, int64_t *leader_leo,
@@ -218,19 +220,22 @@ cdef int _run(
             # a = replica, b = fetch_offset
             replica = a
             leos[replica] = b
-            # The HW can only have risen past heap[0] if this follower did.
-            # With a fixed ISR every follower is in it: HW = min of the LEOs.
-            if heap.size and b >= heap.data[0]:
-                hw = b
-                for leo in leos.values():
-                    if PyLong_AsLongLong(leo) < hw:
-                        hw = PyLong_AsLongLong(leo)
-                if hw >= heap.data[0]:
-                    # _complete_up_to(hw)
-                    while heap.size and heap.data[0] <= hw:
-                        _heap_pop(heap)
-                    for k in range(n_settings):
-                        checks[k](name)
+            # With a fixed ISR every follower is in it: the smallest LEO is
+            # Partition._acked_to (what try_complete compares), kept here as
+            # Partition.record_fetch would, holding the dict's own int.
+            smallest = None
+            hw = 0
+            for leo in leos.values():
+                if smallest is None or PyLong_AsLongLong(leo) < hw:
+                    smallest = leo
+                    hw = PyLong_AsLongLong(leo)
+            part._acked_to = smallest
+            if heap.size and hw >= heap.data[0]:
+                # _complete_up_to(hw)
+                while heap.size and heap.data[0] <= hw:
+                    _heap_pop(heap)
+                for k in range(n_settings):
+                    checks[k](name)
         else:
             # a = request_id, b = required_offset
             if b > leader_leo[0]:

@@ -427,11 +427,8 @@ class _PartitionReplay:
     # ISR ---------------------------------------------------------------------
     def _hw(self) -> float:
         """The high watermark of the in-sync followers (inf when the ISR is empty)."""
-        leos = self.partition.leos
-        isr = self.partition.isr
-        if not isr:
-            return float("inf")
-        return min([leos[r] for r in isr])
+        # Partition keeps it up to date (the smallest LEO in the ISR).
+        return self.partition._acked_to
 
     def _complete_up_to(self, hw: float) -> None:
         """The HW reached ``hw`` >= heap[0]: complete what waits for it."""
@@ -456,16 +453,16 @@ class _PartitionReplay:
     def _follower_changed(self, replica: int) -> None:
         """Start, keep or cancel the follower's lag timer; rejoin it once caught up."""
         part = self.partition
-        if part.leos[replica] >= part.leader_leo:
+        if part._leos[replica] >= part.leader_leo:
             task = self.lag_tasks.pop(replica, None)
             if task is not None:
                 task.cancel()
-            if replica not in part.isr:
+            if replica not in part._isr:
                 # Caught up, so its LEO is >= every required offset: rejoining
                 # never holds back a request.
                 part.expand_isr(replica)
                 self.rejoins += 1
-        elif replica in part.isr and replica not in self.lag_tasks:
+        elif replica in part._isr and replica not in self.lag_tasks:
             assert self.isr_timer is not None and self.lag_ms is not None
             self.lag_tasks[replica] = self.isr_timer.schedule(
                 self.lag_ms, self._shrink, replica
@@ -532,8 +529,11 @@ class _PartitionReplay:
         timeout_ms (produce).
         """
         part = self.partition
-        leos = part.leos
-        isr = part.isr
+        # Partition's own containers: the loop writes LEOs without
+        # record_fetch's checks (the columns are validated) and keeps the
+        # partition's smallest in-sync LEO (_acked_to) up to date itself.
+        leos = part._leos
+        isr = part._isr
         n_followers = len(leos)
         heap = self.heap
         heappush = heapq.heappush
@@ -577,10 +577,14 @@ class _PartitionReplay:
                 leos[a] = b
                 if lag:
                     follower_changed(a)
-                # The HW can only have risen past heap[0] if this follower did.
-                if heap and b >= heap[0] and a in isr:
-                    hw = min(leos.values()) if len(isr) == n_followers else self._hw()
-                    if hw >= heap[0]:
+                if a in isr:
+                    hw = (
+                        min(leos.values())
+                        if len(isr) == n_followers
+                        else min([leos[r] for r in isr])
+                    )
+                    part._acked_to = hw
+                    if heap and hw >= heap[0]:
                         complete_up_to(hw)
             else:
                 # a = request_id, b = required_offset
@@ -779,13 +783,18 @@ def resolve_batches(
     *,
     check: bool = False,
     report_ids: bool = False,
+    sorted_by: str = "partition",
 ) -> Iterator[pa.RecordBatch]:
     """Replay sorted events through one MockTimer-driven purgatory per partition.
 
     The input holds the eight event columns (see :data:`INPUT_COLUMNS`; other
     columns are ignored), sorted by ``(partition, ts_ms, kind)``: each
     partition's rows contiguous, in time order, fetches before produces at a
-    tie.  Malformed rows may appear anywhere: they are not replayed but
+    tie.  With ``sorted_by="time"`` the input need only be sorted by
+    ``(ts_ms, kind)``, partitions interleaved: the engine then holds the whole
+    input and groups it by partition (a stable sort, so each partition keeps
+    its time order) before replaying; memory grows with the input instead of
+    with the largest partition.  Malformed rows may appear anywhere: they are not replayed but
     returned as ``rejected`` records with a reason.  A request_id seen twice
     by this call is a ``duplicate request_id`` from its second row on (the
     callers :func:`replay_table` and ``tickwheel.spark.resolve`` reject every
@@ -807,12 +816,23 @@ def resolve_batches(
     :param check: run the purgatories' invariant checks (for tests; slower)
     :param report_ids: put the replayed request_ids in the meta record (for a
         driver-side duplicate check across calls)
-    :raises ValueError: if the input is not sorted or a partition's rows are
-        not contiguous; if a setting is out of range
+    :param sorted_by: ``"partition"`` (the input is sorted by ``(partition,
+        ts_ms, kind)``: streamed, one partition in memory at a time) or
+        ``"time"`` (sorted by ``(ts_ms, kind)`` within each partition,
+        partitions in any interleaving: held whole and grouped)
+    :raises ValueError: if a partition's rows are not sorted by (ts_ms, kind)
+        or, with ``sorted_by="partition"``, not contiguous; if a setting is
+        out of range or ``sorted_by`` is neither value
     :raises TypeError: for a non-int setting
     """
     settings = normalize_timeouts(timeout_ms)
     lag_ms = _check_lag(replica_lag_max_ms)
+    if sorted_by not in ("partition", "time"):
+        raise ValueError(
+            f"sorted_by must be 'partition' or 'time', got {sorted_by!r}"
+        )
+    if sorted_by == "time":
+        batches = _grouped_by_partition(batches)
     _log_accelerated_once()
     seen_ids: set[int] = set()
     finished: set[str] = set()
@@ -859,6 +879,27 @@ def resolve_batches(
         },
         1,
     )
+
+
+def _grouped_by_partition(batches: Iterable[pa.RecordBatch]) -> list[pa.Table]:
+    """All of ``batches``, reordered so that each partition's rows are contiguous.
+
+    A stable sort by partition (nulls first): every partition keeps its rows'
+    order, i.e. its time order.
+    """
+    tables = [t for t in (_conform(b) for b in batches) if t.num_rows]
+    if not tables:
+        return []
+    table = pa.concat_tables(tables).combine_chunks()
+    codes = (
+        table.column("partition")
+        .combine_chunks()
+        .dictionary_encode()
+        .indices.fill_null(-1)
+        .to_numpy(zero_copy_only=False)
+    )
+    order = np.argsort(codes, kind="stable")
+    return [table.take(pa.array(order))]
 
 
 def _flush(
