@@ -128,6 +128,110 @@ def test_a_signal_handler_that_raises_interrupts_a_blocking_acquire(make):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert lock.locked()
+    # The interrupted wait left nothing behind: another thread's waiter is
+    # woken by the next release.
+    waiting, got = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        waiting.set()
+        if lock.acquire(timeout=20):
+            got.set()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    assert waiting.wait(10) and not got.wait(0.05)
+    lock.release()
+    assert got.wait(10)
+    t.join(10)
+    lock.release()
+
+
+def test_mutual_exclusion_under_contention(make):
+    """Threads that keep switching inside the critical section never overlap
+    and lose no update (the compiled lock's uncontended path is a flag under
+    the GIL; contended ones wait on a system lock)."""
+    import time
+
+    lock = make()
+    state = {"count": 0, "inside": 0, "overlaps": 0}
+    threads, rounds = 6, 400
+
+    def work() -> None:
+        for i in range(rounds):
+            with lock:
+                state["inside"] += 1
+                if state["inside"] > 1:
+                    state["overlaps"] += 1
+                count = state["count"]
+                if i % 8 == 0:
+                    time.sleep(0)  # give the GIL away while holding the lock
+                state["count"] = count + 1
+                state["inside"] -= 1
+
+    pool = [
+        threading.Thread(target=work, name=f"test-lock-{k}") for k in range(threads)
+    ]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(60)
+    assert not any(t.is_alive() for t in pool)
+    assert state == {"count": threads * rounds, "inside": 0, "overlaps": 0}
+    assert not lock.locked()
+
+
+def test_every_waiter_gets_it_in_turn(make):
+    lock = make()
+    lock.acquire()
+    got: list[int] = []
+    started = threading.Barrier(6)
+
+    def wait(k: int) -> None:
+        started.wait(10)
+        with lock:
+            got.append(k)
+
+    pool = [threading.Thread(target=wait, args=(k,)) for k in range(5)]
+    for t in pool:
+        t.start()
+    started.wait(10)
+    lock.release()
+    for t in pool:
+        t.join(20)
+    assert sorted(got) == [0, 1, 2, 3, 4] and not lock.locked()
+
+
+def _in_thread(fn: Callable[[], Any]) -> list[Any]:
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join(10)
+    return out
+
+
+def test_a_waiter_that_gave_up_leaves_the_lock_usable(make):
+    # A timed-out waiter may leave a wake-up behind (or none): the next
+    # waiter must still be woken by the next release, and not before it.
+    lock = make()
+    lock.acquire()
+    assert _in_thread(lambda: lock.acquire(timeout=0.02)) == [False]
+    waiting, got = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        waiting.set()
+        if lock.acquire(timeout=20):
+            got.set()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    assert waiting.wait(10)
+    assert not got.wait(0.05)
+    lock.release()
+    assert got.wait(10)
+    t.join(10)
+    assert lock.locked()
+    lock.release()
+    assert lock.acquire(False) and lock.locked()
     lock.release()
 
 

@@ -10,7 +10,7 @@ cimport cython
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.pythread cimport (
-    NOWAIT_LOCK,
+    WAIT_LOCK,
     PY_LOCK_ACQUIRED,
     PY_LOCK_INTR,
     PyLockStatus,
@@ -62,59 +62,82 @@ cdef class _Lock:
     the GIL and can be interrupted by a signal handler that raises.
     """
 
-    cdef PyThread_type_lock _lock
+    # How it works: the state is ``_locked``, read and written only with the
+    # GIL held and never across a call that could release it, so an
+    # uncontended acquire or release is a flag test and store: no system
+    # lock is taken or even allocated.  Only a thread that must wait uses
+    # ``_sem``, a system lock allocated on first contention and used as a
+    # binary semaphore: it is held ("no signal") unless ``_signaled``.  A
+    # waiter counts itself in ``_waiters`` and blocks on ``_sem`` without the
+    # GIL; ``_release`` posts one signal when someone waits.  A woken waiter
+    # takes the lock if it is still free, else (another thread took it
+    # first) waits again: every release with waiters posts a signal, so no
+    # wake-up is lost.
+    cdef PyThread_type_lock _sem
     cdef bint _locked
-
-    def __cinit__(self):
-        self._lock = PyThread_allocate_lock()
-        if self._lock is NULL:
-            raise MemoryError("cannot allocate a lock")
+    cdef bint _signaled
+    cdef Py_ssize_t _waiters
 
     def __dealloc__(self):
-        if self._lock is not NULL:
-            if self._locked:
-                PyThread_release_lock(self._lock)
-            PyThread_free_lock(self._lock)
+        if self._sem is not NULL:
+            if not self._signaled:
+                PyThread_release_lock(self._sem)
+            PyThread_free_lock(self._sem)
 
     cdef inline bint _try(self) noexcept:
-        if PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
-            self._locked = True
-            return True
-        return False
+        if self._locked:
+            return False
+        self._locked = True
+        return True
 
     cdef bint _wait(self, double timeout) except -1:
         # Blocking acquire (timeout < 0: forever); True iff acquired.
         cdef PyLockStatus status
         cdef long long micros
         cdef double deadline = 0.0
-        if self._try():
+        if not self._locked:
+            self._locked = True
             return True
         if timeout == 0:
             return False
+        if self._sem is NULL:
+            self._sem = PyThread_allocate_lock()
+            if self._sem is NULL:
+                raise MemoryError("cannot allocate a lock")
+            PyThread_acquire_lock(self._sem, WAIT_LOCK)  # held: no signal yet
         if timeout > 0:
             deadline = _monotonic() + timeout
-        while True:
-            micros = -1 if timeout < 0 else <long long>(timeout * 1e6)
-            with nogil:
-                status = PyThread_acquire_lock_timed(self._lock, micros, 1)
-            if status != PY_LOCK_INTR:
-                break
-            # A signal arrived: run its handler (it may raise), then wait on.
-            PyErr_CheckSignals()
-            if timeout > 0:
-                timeout = deadline - _monotonic()
-                if timeout <= 0:
-                    return self._try()
-        if status == PY_LOCK_ACQUIRED:
-            self._locked = True
-            return True
-        return False
+        self._waiters += 1
+        try:
+            while True:
+                micros = -1 if timeout < 0 else <long long>(timeout * 1e6)
+                with nogil:
+                    status = PyThread_acquire_lock_timed(self._sem, micros, 1)
+                if status == PY_LOCK_ACQUIRED:
+                    self._signaled = False  # the signal is consumed
+                    if not self._locked:
+                        self._locked = True
+                        return True
+                elif status == PY_LOCK_INTR:
+                    # A signal arrived: run its handler (it may raise).
+                    PyErr_CheckSignals()
+                if not self._locked:  # released while we were not waiting
+                    self._locked = True
+                    return True
+                if timeout > 0:
+                    timeout = deadline - _monotonic()
+                    if timeout <= 0:
+                        return False
+        finally:
+            self._waiters -= 1
 
     cdef inline int _release(self) except -1:
         if not self._locked:
             raise RuntimeError("release unlocked lock")
         self._locked = False
-        PyThread_release_lock(self._lock)
+        if self._waiters and not self._signaled:
+            self._signaled = True
+            PyThread_release_lock(self._sem)
         return 0
 
     def acquire(self, bint blocking=True, double timeout=-1):

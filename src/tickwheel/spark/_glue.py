@@ -53,6 +53,7 @@ from .engine import (
     _check_lag,
     normalize_timeouts,
     resolve_batches,
+    unpack_ids,
 )
 
 _ARROW_TO_SPARK: dict[pa.DataType, DataType] = {
@@ -435,6 +436,20 @@ def _write_by_record(spark: SparkSession, union: DataFrame, path: str) -> None:
             spark.conf.set(_WRITERS_CONF, previous)
 
 
+def _unpack_meta(row: dict[str, Any]) -> dict[str, Any]:
+    """One union row of record ``meta`` as its named fields (what _named does)."""
+    layout = RECORD_LAYOUT["meta"]
+    out: dict[str, Any] = {}
+    for field in RECORD_SCHEMAS["meta"]:
+        slot, packing = layout[field.name]
+        assert packing == "", packing  # meta fields are carried as they are
+        value = row[slot]
+        if value is not None and pa.types.is_boolean(field.type):
+            value = bool(value)
+        out[field.name] = value
+    return out
+
+
 def replay_to(
     events: DataFrame,
     output: str,
@@ -482,28 +497,29 @@ def replay_to(
         _write_by_record(spark, frames.union, staging)
         # Everything but the outcomes is small; partition pruning reads only it.
         small = spark.read.parquet(staging).where(record != "outcome")
-        meta_rows = small.where(record == "meta").collect()
-        if not validate or duplicates != "skip":
-            break
-        blobs = [base64.b64decode(r["partition"]) for r in meta_rows if r["partition"]]
-        ids = np.sort(
-            np.concatenate([np.frombuffer(b, dtype="<i8") for b in blobs])
-            if blobs
-            else np.zeros(0, dtype=np.int64)
-        )
-        repeated = set(ids[1:][ids[1:] == ids[:-1]].tolist())
-        repeated.update(
-            r["request_id"]
-            for r in small.where(
+        check_ids = validate and duplicates == "skip"
+        wanted = record == "meta"
+        if check_ids:
+            # The engines' own duplicate rejections, in the same job.
+            wanted = wanted | (
                 (record == "rejected")
                 & (
                     F.substring_index(F.col("outcome"), SEP, 1)
                     == "duplicate request_id"
                 )
             )
-            .select("request_id")
-            .collect()
+        rows = small.where(wanted).collect()
+        meta_rows = [r for r in rows if r["record"] == "meta"]
+        if not check_ids:
+            break
+        blobs = [base64.b64decode(r["partition"]) for r in meta_rows if r["partition"]]
+        ids = np.sort(
+            np.concatenate([unpack_ids(b) for b in blobs])
+            if blobs
+            else np.zeros(0, dtype=np.int64)
         )
+        repeated = set(ids[1:][ids[1:] == ids[:-1]].tolist())
+        repeated.update(r["request_id"] for r in rows if r["record"] == "rejected")
         if not repeated:
             break
         duplicates = sorted(repeated)  # replay again, rejecting every copy
@@ -514,14 +530,7 @@ def replay_to(
                 _named(small.where(record == kind), kind).write.mode(
                     "overwrite"
                 ).parquet(base + "/" + name)
-        meta_frame = (
-            spark.createDataFrame(meta_rows, small.schema) if meta_rows else None
-        )
-        meta = (
-            [r.asDict() for r in _named(meta_frame, "meta").collect()]
-            if meta_frame is not None
-            else []
-        )
+        meta = [_unpack_meta(r.asDict()) for r in meta_rows]
     finally:
         _delete_path(spark, staging)
     return meta
