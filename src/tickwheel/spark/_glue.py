@@ -15,9 +15,11 @@ first that prefix ties for nearly every pair of rows, so nearly every
 comparison falls through to a full row comparison; with ``ts_ms`` first the
 prefix decides almost all of them (measured: 0.45 s of the replay's 7 s at
 a million requests on ``local[2]``).  The price is memory: each task holds
-its rows whole (a topic-partition never spans two tasks either way).  The engine emits one tagged-union schema;
-:func:`resolve_all` caches it once and splits it into the three outputs, so
-the replay runs once however many outputs are written.
+its rows whole (a topic-partition never spans two tasks either way).
+
+The engine emits one tagged-union schema; :func:`resolve_all` caches it once
+and splits it into the three outputs, so the replay runs once however many
+outputs are written.
 """
 
 from __future__ import annotations
