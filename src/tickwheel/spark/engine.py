@@ -796,10 +796,11 @@ def resolve_batches(
     input and groups it by partition (a stable sort, so each partition keeps
     its time order) before replaying; memory grows with the input instead of
     with the largest partition.  Malformed rows may appear anywhere: they are
-    not replayed but returned as ``rejected`` records with a reason.  A request_id seen twice
-    by this call is a ``duplicate request_id`` from its second row on (the
-    callers :func:`replay_table` and ``tickwheel.spark.resolve`` reject every
-    row of an id that occurs twice anywhere, before the engine runs).
+    not replayed but returned as ``rejected`` records with a reason.  A
+    request_id seen twice by this call is a ``duplicate request_id`` from its
+    second row on (the callers :func:`replay_table` and
+    ``tickwheel.spark.resolve`` reject every row of an id that occurs twice
+    anywhere, before the engine runs).
 
     Yields :data:`OUTPUT_SCHEMA` batches: ``record`` tells outcome, size
     (purgatory size per second), rejected, or meta (one per call: the
