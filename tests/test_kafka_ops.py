@@ -304,3 +304,29 @@ def test_delayed_produce_completes_from_the_maintained_offset(env):
     assert purgatory.check_and_complete("t-0") == 0
     p.shrink_isr(2)
     assert purgatory.check_and_complete("t-0") == 2 and done == ops
+
+
+def test_delayed_produce_subclass_hooks_are_called(env):
+    # DelayedProduce's compiled try_complete/on_complete are cpdef: a
+    # subclass that overrides them in Python must still be the one called.
+    timer, purgatory, done = env
+    p = Partition("t-0", followers=[1])
+    seen: list[str] = []
+
+    class Audited(DelayedProduce):
+        __slots__ = ()
+
+        def try_complete(self) -> bool:
+            seen.append("try")
+            return bool(super().try_complete())
+
+        def on_complete(self) -> None:
+            seen.append("complete")
+            super().on_complete()
+
+    op = Audited(p, p.append(), 100, clock=lambda: timer.now_ms, callback=done.append)
+    assert purgatory.try_complete_else_watch(op, op.keys) is False
+    p.record_fetch(1, 1)
+    assert purgatory.check_and_complete("t-0") == 1
+    assert seen == ["try", "try", "try", "complete"] and done == [op]
+    assert op.outcome == COMPLETED

@@ -960,3 +960,60 @@ def test_purgatory_model(kit):
         max_examples=60, stateful_step_count=40, deadline=None
     )
     Model.TestCase().runTest()
+
+
+# -- hooks overridden in Python ----------------------------------------------------
+def test_python_overrides_of_the_hooks_are_always_the_ones_called(kit, mock_purgatory):
+    """The compiled hooks are cpdef: the purgatory calls them in C unless the
+    subclass overrides them in Python.  Overrides, overrides of overrides,
+    and methods replaced on the class after use must all be seen."""
+    p, timer = mock_purgatory, mock_purgatory._timer
+    calls: list[tuple[str, int]] = []
+
+    class Op(kit.Base):  # type: ignore[misc, name-defined]
+        def __init__(self, n: int, ready: bool = False) -> None:
+            super().__init__(10)
+            self.n, self.ready = n, ready
+
+        def try_complete(self) -> bool:
+            calls.append(("try", self.n))
+            return self.ready and self.force_complete()
+
+        def on_complete(self) -> None:
+            calls.append(("complete", self.n))
+
+        def on_expiration(self) -> None:
+            calls.append(("expired", self.n))
+
+    class Loud(Op):
+        def force_complete(self) -> bool:
+            calls.append(("force", self.n))
+            return bool(super().force_complete())
+
+    assert p.try_complete_else_watch(Op(1, ready=True), ["k"])
+    assert calls == [("try", 1), ("complete", 1)]
+    calls.clear()
+    assert p.try_complete_else_watch(Loud(2, ready=True), ["k"])
+    assert calls == [("try", 2), ("force", 2), ("complete", 2)]
+    # Replace a hook on the class after the purgatory has called it.
+    calls.clear()
+    Op.on_complete = lambda self: calls.append(("patched", self.n))  # type: ignore[method-assign]
+    assert p.try_complete_else_watch(Op(3, ready=True), ["k"])
+    assert calls == [("try", 3), ("patched", 3)]
+    # Alternate two subclasses through one purgatory, and expire one.
+    calls.clear()
+    ops = [Op(4), Loud(5)]
+    for op in ops:
+        assert not p.try_complete_else_watch(op, ["k"])
+    for op in ops:
+        op.ready = True
+    assert p.check_and_complete("k") == 2
+    assert ("patched", 4) in calls and ("force", 5) in calls and ("patched", 5) in calls
+    calls.clear()
+    late = Loud(6)
+    assert not p.try_complete_else_watch(late, ["k"])
+    timer.advance_clock(20)
+    assert calls[-2:] == [("patched", 6), ("expired", 6)] and late.completed
+    # The base class still refuses to be used without try_complete.
+    with pytest.raises(NotImplementedError, match="must override try_complete"):
+        kit.Base(10).try_complete()

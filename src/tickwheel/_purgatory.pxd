@@ -14,9 +14,11 @@
 #                                 (purgatory.py subclasses it for the rest)
 #
 # Costs are those of purgatory.py: watch O(keys + timer levels), check
-# O(operations watching the key), completion O(1).  User code (try_complete,
-# on_complete, on_expiration) is always called through Python attribute
-# lookup, so subclasses override them as usual.
+# O(operations watching the key), completion O(1).  The hooks (try_complete,
+# on_complete, on_expiration) and force_complete are cpdef: called in C when
+# the operation's class does not override them in Python, through the
+# attribute when it does (Cython checks on every call, cached by the type's
+# dictionary version), so subclasses override them as usual.
 #
 # Thread-safety: exactly purgatory.py's protocol (per-operation lock, the
 # retry flag hand-off, shard locks for writers, lists replaced not edited).
@@ -38,6 +40,12 @@ cdef class DelayedOperation(TimerTask):
     cdef public bint _op_submitted
     cdef public bint _op_retry
     cdef public bint _op_trylock
+    # The hooks and force_complete: cpdef, so the purgatory's calls skip the
+    # attribute lookup when the subclass does not override them in Python.
+    cpdef try_complete(self)
+    cpdef on_complete(self)
+    cpdef on_expiration(self)
+    cpdef force_complete(self)
 
 
 cdef class _Shard:
@@ -78,6 +86,8 @@ cdef class _ProduceCore(DelayedOperation):
     cdef public object request_id
     cdef public object _clock
     cdef public object _callback
+    cpdef try_complete(self)
+    cpdef on_complete(self)
 
 
 # _new_operation plus the produce fields, in one C call (the replay loop).

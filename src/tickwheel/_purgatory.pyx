@@ -281,7 +281,7 @@ cdef class DelayedOperation(TimerTask):
         self._op_retry = False
 
     # -- subclass hooks -----------------------------------------------------
-    def try_complete(self):
+    cpdef try_complete(self):
         """Check the condition; if it holds, ``return self.force_complete()``.
 
         Subclasses override this.  The purgatory calls it with the lock held.
@@ -290,14 +290,14 @@ cdef class DelayedOperation(TimerTask):
         """
         raise NotImplementedError(f"{type(self).__name__} must override try_complete()")
 
-    def on_complete(self):
+    cpdef on_complete(self):
         """Called exactly once, under the lock, by whichever path completes it."""
 
-    def on_expiration(self):
+    cpdef on_expiration(self):
         """Called after :meth:`on_complete`, under the lock, iff the timer won."""
 
     # -- completion -----------------------------------------------------------
-    def force_complete(self):
+    cpdef force_complete(self):
         """Complete now unless already completed: cancel the timeout, run on_complete.
 
         Safe to call from any thread and from inside :meth:`try_complete`.
@@ -742,7 +742,7 @@ cdef class _PartitionCore:
 cdef class _ProduceCore(DelayedOperation):
     """The fields and hot methods of DelayedProduce (kafka.py adds the rest)."""
 
-    def try_complete(self):
+    cpdef try_complete(self):
         """Complete iff every in-sync follower's LEO reached required_offset."""
         partition = self.partition
         if isinstance(partition, _PartitionCore):
@@ -753,7 +753,7 @@ cdef class _ProduceCore(DelayedOperation):
             return False
         return self.force_complete()
 
-    def on_complete(self):
+    cpdef on_complete(self):
         """Record the outcome and completion time, then call the callback."""
         self.done_ms = self._clock()
         if self._op_expired:

@@ -909,13 +909,10 @@ def _grouped_by_partition(batches: Iterable[pa.RecordBatch]) -> list[pa.Table]:
     if not tables:
         return []
     table = pa.concat_tables(tables).combine_chunks()
-    codes = (
-        table.column("partition")
-        .combine_chunks()
-        .dictionary_encode()
-        .indices.fill_null(-1)
-        .to_numpy(zero_copy_only=False)
-    )
+    encoded = table.column("partition").combine_chunks().dictionary_encode()
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    if len(encoded.dictionary) < 2**15:
+        codes = codes.astype(np.int16)  # numpy's stable sort of int16 is a radix sort
     order = np.argsort(codes, kind="stable")
     return [table.take(pa.array(order))]
 
@@ -982,8 +979,10 @@ def _flush(
         _, first_index = np.unique(ids, return_index=True)
         dup = np.ones(len(ids), dtype=bool)
         dup[first_index] = False
-        if seen_ids:
-            dup |= np.fromiter((i in seen_ids for i in ids.tolist()), bool, len(ids))
+        id_list = ids.tolist()
+        if seen_ids and not seen_ids.isdisjoint(id_list):
+            # Rare: look ids up one by one only when some id was seen before.
+            dup |= np.fromiter((i in seen_ids for i in id_list), bool, len(ids))
         code[ok_produce[dup]] = _REASONS.index("duplicate request_id")
         seen_ids.update(ids[~dup].tolist())
 
@@ -1055,7 +1054,7 @@ def _flush(
     # request_ids are unique within the partition (duplicates were rejected).
     vproduce = ~vfetch
     produce_ids = first[vproduce]
-    by_id = np.argsort(produce_ids, kind="stable")
+    by_id = np.argsort(produce_ids)  # unique ids: no need for a stable sort
     sorted_ids = produce_ids[by_id]
     produce_ts = vts[vproduce]
     produce_timeouts = tmo[valid][vproduce]
