@@ -51,30 +51,40 @@ import tickwheel  # noqa: E402
 SWEEP = [30_000, 10_000, 5_000, 2_000, 1_000, 500]
 
 
-def tree_cpu_s() -> float:
-    """User+system CPU seconds of this process and its descendants (live or reaped)."""
+def tree_cpu_s() -> dict[str, float]:
+    """User+system CPU seconds of this process and its descendants (live or reaped).
+
+    Split by kind: ``driver`` (this process), ``jvm`` (Spark's JVM) and
+    ``python`` (the Python workers and anything else under this process).
+    """
     me = os.getpid()
     parent: dict[int, int] = {}
     times: dict[int, float] = {}
+    kinds: dict[int, str] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
+                raw = fh.read()
         except OSError:
             continue
+        comm, rest = raw.rsplit(")", 1)
+        fields = rest.split()
         pid = int(name)
         parent[pid] = int(fields[1])
         # utime, stime, cutime, cstime (children already waited for)
         times[pid] = sum(int(x) for x in fields[11:15]) / tick
-    total = 0.0
+        kinds[pid] = (
+            "driver" if pid == me else "jvm" if comm.endswith("(java") else "python"
+        )
+    total = {"driver": 0.0, "jvm": 0.0, "python": 0.0}
     for pid, cpu in times.items():
         p = pid
         for _ in range(8):
             if p == me:
-                total += cpu
+                total[kinds[pid]] += cpu
                 break
             p = parent.get(p, 0)
             if p <= 1:
@@ -82,11 +92,15 @@ def tree_cpu_s() -> float:
     return total
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, float]:
+def timed(fn: Callable[[], Any]) -> tuple[float, float, dict[str, float]]:
+    """(wall s, CPU s, CPU s by process kind) of ``fn()``."""
     c0 = tree_cpu_s()
     t0 = time.perf_counter()
     fn()
-    return time.perf_counter() - t0, tree_cpu_s() - c0
+    wall = time.perf_counter() - t0
+    c1 = tree_cpu_s()
+    split = {k: c1[k] - c0[k] for k in c0}
+    return wall, sum(split.values()), split
 
 
 def main() -> int:
@@ -149,7 +163,10 @@ def main() -> int:
     if not args.quick:
         timed(run_sql)
         timed(run_replay())
-    results: dict[str, list[tuple[float, float]]] = {"sql": [], "replay": []}
+    results: dict[str, list[tuple[float, float, dict[str, float]]]] = {
+        "sql": [],
+        "replay": [],
+    }
     for i in range(args.repeat):
         results["sql"].append(timed(run_sql))
         results["replay"].append(timed(run_replay()))
@@ -185,7 +202,14 @@ def main() -> int:
     shutil.rmtree(out, ignore_errors=True)
 
     med = {
-        k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+        k: (
+            statistics.median(w for w, _, _ in v),
+            statistics.median(c for _, c, _ in v),
+            {
+                kind: statistics.median(split[kind] for _, _, split in v)
+                for kind in ("jvm", "python")
+            },
+        )
         for k, v in results.items()
     }
     sha = (
@@ -207,20 +231,25 @@ def main() -> int:
         f"{'accelerated' if tickwheel.USE_EXTENSIONS else 'pure Python'}, commit {sha}"
     )
     print()
-    print("| pipeline | wall s | CPU s | wall vs SQL |")
-    print("|---|---:|---:|---:|")
-    for name, (wall, cpu) in med.items():
-        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {wall / med['sql'][0]:.2f}x |")
+    print(
+        "| pipeline | wall s | CPU s | of it JVM | of it Python workers | wall vs SQL |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, (wall, cpu, split) in med.items():
+        print(
+            f"| {name} | {wall:.2f} | {cpu:.2f} | {split['jvm']:.2f} | "
+            f"{split['python']:.2f} | {wall / med['sql'][0]:.2f}x |"
+        )
     print(
         f"| engine alone, 1 core, no Spark | {engine_wall:.2f} | {engine_cpu:.2f} | "
-        f"{table.num_rows / engine_cpu:,.0f} events/s, "
+        f"– | {engine_cpu:.2f} | {table.num_rows / engine_cpu:,.0f} events/s, "
         f"{args.requests / engine_cpu:,.0f} requests/s |"
     )
     ratio = med["replay"][0] / med["sql"][0]
     # Each repetition runs SQL then the replay back to back: on a shared
     # machine whose load drifts, the ratio within each pair says more than
     # the ratio of the medians (which stays the verdict).
-    pairs = [r / s for (r, _), (s, _) in zip(results["replay"], results["sql"])]
+    pairs = [r / s for (r, _, _), (s, _, _) in zip(results["replay"], results["sql"])]
     print()
     print(
         "per-pair wall ratios (replay / SQL, run by run): "
