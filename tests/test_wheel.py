@@ -105,3 +105,44 @@ def test_wheel_add_linked_entry_refused(impl):
     with pytest.raises(TypeError, match="TimerTaskEntry"):
         wheel.add(5)
     wheel._check()
+
+
+# -- large buckets (the compiled poll empties them in one go) ------------------------
+@pytest.mark.parametrize("wheel_size", [20, 8])
+def test_large_buckets_expire_in_the_same_order_on_both_cores(wheel_size):
+    """Buckets of thousands of tasks, on every level, some cancelled.
+
+    The compiled ``poll`` empties a bucket of 64 or more entries at once
+    (walking the list from both ends, then handling the entries in list
+    order); the pure twin unlinks them one by one.  Both must run exactly
+    the same tasks at the same times in the same order, ties included.
+    """
+    import random
+
+    from tickwheel.timer import MockTimer, PyMockTimer
+
+    rnd = random.Random(wheel_size)
+    delays = [rnd.choice([1, 5, 19, 20, 21, 399, 400, 7_999, 8_000, 160_001])
+              + rnd.randrange(3) for _ in range(12_000)]  # fmt: skip
+    cancel = set(rnd.sample(range(len(delays)), 1_500))
+    runs = []
+    for cls in (MockTimer, PyMockTimer):
+        timer = cls(wheel_size=wheel_size)
+        fired: list[tuple[int, int]] = []
+        tasks = [
+            timer.schedule(d, lambda i=i: fired.append((timer.now_ms, i)))
+            for i, d in enumerate(delays)
+        ]
+        for i in cancel:
+            assert tasks[i].cancel()
+        assert len(timer) == len(delays) - len(cancel)
+        step = 0
+        while len(timer):
+            step += 1
+            timer.advance_clock(97 if step % 3 else 1_003)
+        timer._check()
+        runs.append(fired)
+    compiled, pure = runs
+    assert compiled == pure
+    assert sorted(i for _, i in compiled) == sorted(set(range(len(delays))) - cancel)
+    assert all(t >= delays[i] for t, i in compiled)  # never early

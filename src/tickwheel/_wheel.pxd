@@ -31,6 +31,7 @@
 
 from libc.stdint cimport int64_t
 
+from cpython.object cimport PyObject
 cimport cython
 
 
@@ -70,6 +71,7 @@ cdef class TimerTaskList:
 
     cdef void _link(self, TimerTaskEntry entry) noexcept
     cdef void _unlink(self, TimerTaskEntry entry) noexcept
+    cdef PyObject **_detach(self) except NULL
     cdef void _clear(self) noexcept
     cdef bint _set_expiration(self, int64_t expiration_ms) noexcept
 

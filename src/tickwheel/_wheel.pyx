@@ -12,6 +12,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.type cimport PyType_Check, PyType_IsSubtype
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_INCREF
+from libc.stdlib cimport free, malloc
 
 import numbers
 import operator
@@ -560,6 +561,41 @@ cdef class TimerTaskList:
         self._size -= 1
         self._counter.value -= 1
 
+    cdef PyObject **_detach(self) except NULL:
+        # Empty a bucket of _DETACH_MIN or more entries in one go: return them
+        # in list order as new references (a malloc'd array; the caller
+        # clears each entry's links, drops the reference and frees it).
+        # The walk goes from both ends at once: two independent pointer
+        # chases, so a bucket that is not in the cache waits for two memory
+        # loads at a time instead of one (the 10^7-timer drains).
+        cdef Py_ssize_t n = self._size
+        cdef Py_ssize_t lo = 0, hi = n - 1
+        cdef TimerTaskEntry root = self._root
+        cdef PyObject *h = <PyObject *>root._next
+        cdef PyObject *t = <PyObject *>root._prev
+        cdef PyObject **out = <PyObject **>malloc(n * sizeof(PyObject *))
+        if out is NULL:
+            raise MemoryError()
+        while lo < hi:
+            out[lo] = h
+            out[hi] = t
+            Py_INCREF(<object>h)
+            Py_INCREF(<object>t)
+            h = <PyObject *>(<TimerTaskEntry>h)._next
+            t = <PyObject *>(<TimerTaskEntry>t)._prev
+            lo += 1
+            hi -= 1
+        if lo == hi:
+            out[lo] = h
+            Py_INCREF(<object>h)
+        # The ring now only holds the entries; they keep each other alive
+        # until the caller clears their links (each holds a new reference).
+        root._next = root
+        root._prev = root
+        self._size = 0
+        self._counter.value -= n
+        return out
+
     cdef void _clear(self) noexcept:
         # Break the ring (and every node's back-reference) without counting.
         cdef TimerTaskEntry root = self._root
@@ -948,6 +984,16 @@ cdef enum:
     RUN_PREFETCH_AHEAD = 8
 
 
+# poll() empties a bucket of at least this many entries with _detach (two
+# pointer chases at once, prefetching ahead), smaller ones entry by entry.
+cdef Py_ssize_t _DETACH_MIN = 64
+cdef Py_ssize_t _PREFETCH_AHEAD = 8
+
+
+cdef extern from *:
+    void __builtin_prefetch(const void *addr) nogil
+
+
 cdef class TimerCore:
     """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
 
@@ -1199,6 +1245,8 @@ cdef class TimerCore:
         cdef TimerTaskEntry root, node
         cdef int64_t head, last = 0
         cdef bint have_last = False
+        cdef Py_ssize_t n, i
+        cdef PyObject **nodes
         self._ready = fresh
         while heap:
             head = (<TimerTaskList>heap[0])._expiration_ms
@@ -1210,14 +1258,52 @@ cdef class TimerCore:
             last = head
             have_last = True
             wheel._advance(head)
-            root = bucket._root
-            node = root._next
-            while node is not root:
-                bucket._unlink(node)
-                if not wheel._add(node):
-                    self._expire(<TimerTask>node)
-                    expired.append(node)
+            n = bucket._size
+            if n < _DETACH_MIN:
+                root = bucket._root
                 node = root._next
+                while node is not root:
+                    bucket._unlink(node)
+                    if not wheel._add(node):
+                        self._expire(<TimerTask>node)
+                        expired.append(node)
+                    node = root._next
+            else:
+                nodes = bucket._detach()
+                i = 0
+                try:
+                    while i < n:
+                        if i + _PREFETCH_AHEAD < n:
+                            __builtin_prefetch(nodes[i + _PREFETCH_AHEAD])
+                        node = <TimerTaskEntry>nodes[i]
+                        node._prev = None
+                        node._next = None
+                        node._list = None
+                        if not wheel._add(node):
+                            self._expire(<TimerTask>node)
+                            expired.append(node)
+                        nodes[i] = NULL
+                        Py_DECREF(node)  # _detach's reference
+                        i += 1
+                except BaseException:
+                    # Only a MemoryError from _add (a new wheel level): put
+                    # the entries not handled back in the bucket, due again
+                    # at the next poll, and keep the expired ones ready.
+                    while i < n:
+                        node = <TimerTaskEntry>nodes[i]
+                        node._prev = None
+                        node._next = None
+                        node._list = None
+                        bucket._link(node)
+                        nodes[i] = NULL
+                        Py_DECREF(node)
+                        i += 1
+                    self._queue._offer(bucket)
+                    expired.extend(self._ready)
+                    self._ready = expired
+                    raise
+                finally:
+                    free(nodes)
             bucket._has_expiration = False
         return expired
 
