@@ -1034,6 +1034,7 @@ cdef class TimerCore:
         self._closed = False
         self._pc_horizon = -1
 
+    @cython.final
     cdef int64_t _now_ns(self) except? -1:
         if self._manual:
             return self._manual_now_ns
@@ -1141,6 +1142,7 @@ cdef class TimerCore:
             raise TypeError(f"fn must be callable, got {fn!r}")
         return self._schedule_as(task_type, delay_ms, fn, args)
 
+    @cython.final
     cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,
                                 tuple args):
         cdef TimerTask task
@@ -1164,12 +1166,14 @@ cdef class TimerCore:
             self._on_wake()
         return task
 
+    @cython.final
     cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs):
         if kwargs:
             fn = _partial(fn, *args, **kwargs)
             args = ()
         return self._schedule_as(TimerTask, delay_ms, fn, args)
 
+    @cython.final
     cdef int _add(self, TimerTask task, int64_t delay_ns) except -1:
         # Returns 1 when the driver must wake: the task is ready, or its
         # bucket became the queue's head.
@@ -1214,6 +1218,7 @@ cdef class TimerCore:
         self._ready.append(task)
         return 1
 
+    @cython.final
     cdef void _expire(self, TimerTask task) noexcept:
         task._state = EXPIRED
         task._list = self._expired
@@ -1517,6 +1522,8 @@ cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
             kwargs = {}
             for i in range(nkw):
                 kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
+    if kwargs is None:  # the common case: no functools.partial to build
+        return (<TimerCore>self)._schedule_as(TimerTask, <object>args[0], fn, rest)
     return (<TimerCore>self)._schedule(<object>args[0], fn, rest, kwargs)
 
 
