@@ -128,21 +128,8 @@ def test_a_signal_handler_that_raises_interrupts_a_blocking_acquire(make):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert lock.locked()
-    # The interrupted wait left nothing behind: another thread's waiter is
-    # woken by the next release.
-    waiting, got = threading.Event(), threading.Event()
-
-    def wait() -> None:
-        waiting.set()
-        if lock.acquire(timeout=20):
-            got.set()
-
-    t = threading.Thread(target=wait)
-    t.start()
-    assert waiting.wait(10) and not got.wait(0.05)
-    lock.release()
-    assert got.wait(10)
-    t.join(10)
+    # The interrupted wait left nothing behind.
+    _assert_the_next_release_wakes_a_waiter(lock)
     lock.release()
 
 
@@ -209,12 +196,9 @@ def _in_thread(fn: Callable[[], Any]) -> list[Any]:
     return out
 
 
-def test_a_waiter_that_gave_up_leaves_the_lock_usable(make):
-    # A timed-out waiter may leave a wake-up behind (or none): the next
-    # waiter must still be woken by the next release, and not before it.
-    lock = make()
-    lock.acquire()
-    assert _in_thread(lambda: lock.acquire(timeout=0.02)) == [False]
+def _assert_the_next_release_wakes_a_waiter(lock: Any) -> None:
+    """``lock`` is held by this thread: a waiter in another thread must stay
+    blocked until this thread releases it, then get it (and hold it)."""
     waiting, got = threading.Event(), threading.Event()
 
     def wait() -> None:
@@ -224,12 +208,20 @@ def test_a_waiter_that_gave_up_leaves_the_lock_usable(make):
 
     t = threading.Thread(target=wait)
     t.start()
-    assert waiting.wait(10)
-    assert not got.wait(0.05)
+    assert waiting.wait(10) and not got.wait(0.05)
     lock.release()
     assert got.wait(10)
     t.join(10)
     assert lock.locked()
+
+
+def test_a_waiter_that_gave_up_leaves_the_lock_usable(make):
+    # A timed-out waiter may leave a wake-up behind (or none): the next
+    # waiter must still be woken by the next release, and not before it.
+    lock = make()
+    lock.acquire()
+    assert _in_thread(lambda: lock.acquire(timeout=0.02)) == [False]
+    _assert_the_next_release_wakes_a_waiter(lock)
     lock.release()
     assert lock.acquire(False) and lock.locked()
     lock.release()
