@@ -3,8 +3,9 @@
 Each rule applies the same operation to the timer and to the model, then the
 tasks that fired (and when, on the discrete-event clock) must match exactly.
 Tasks may spawn children while they run, tasks may be re-added (moved), the
-clock jumps by zero, small and huge amounts, and ``precascade`` moves tasks
-down early at random points.
+clock jumps by zero, small and huge amounts, ``precascade`` moves tasks
+down early at random points, and bulk adds fill buckets past the size at
+which the compiled poll empties a bucket in one go.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
     invariant,
+    multiple,
     rule,
     run_state_machine_as_test,
 )
@@ -108,6 +110,27 @@ def make_machine(timers, tick_ms: int):
             self._model_schedule(tid, self.now, _ceil_to(self.now + delay, tick_ms))
             self.timer.add(task)
             return tid
+
+        @rule(
+            target=tasks,
+            delay=DELAYS,
+            count=st.integers(64, 160),
+            spread=st.integers(0, 3),
+        )
+        def bulk_add(self, delay: int, count: int, spread: int):
+            # Buckets of 64+ tasks: the compiled poll empties those in one
+            # go (walking the list from both ends) instead of node by node.
+            tids = []
+            for k in range(count):
+                tid = next(self.ids)
+                d = delay + k % (spread + 1)
+                task = self.Task(d)
+                task.tid = tid
+                self.objects[tid] = task
+                self._model_schedule(tid, self.now, _ceil_to(self.now + d, tick_ms))
+                self.timer.add(task)
+                tids.append(tid)
+            return multiple(*tids)
 
         @rule(tid=tasks)
         def cancel(self, tid: int):
