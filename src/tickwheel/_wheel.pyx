@@ -562,7 +562,7 @@ cdef class TimerTaskList:
         self._counter.value -= 1
 
     cdef PyObject **_detach(self) except NULL:
-        # Empty a bucket of _DETACH_MIN or more entries in one go: return them
+        # Empty a bucket of DETACH_MIN or more entries in one go: return them
         # in list order as new references (a malloc'd array; the caller
         # clears each entry's links, drops the reference and frees it).
         # The walk goes from both ends at once: two independent pointer
@@ -963,8 +963,9 @@ cdef class TimingWheel:
 
 
 # Expiring 10^7 timers is memory-bound: each node, and on free its pymalloc
-# pool header, is a cache miss.  The run loop knows the nodes it will touch
-# (a list), so it asks for them a few entries ahead.  A prefetch never
+# pool header, is a cache miss.  The run loop and poll's whole-bucket path
+# know the nodes they will touch (a list, an array), so they ask for them a
+# few entries ahead.  A prefetch never
 # faults; where the compiler lacks the builtin it is a no-op.
 cdef extern from *:
     """
@@ -982,16 +983,10 @@ cdef extern from *:
 
 cdef enum:
     RUN_PREFETCH_AHEAD = 8
-
-
-# poll() empties a bucket of at least this many entries with _detach (two
-# pointer chases at once, prefetching ahead), smaller ones entry by entry.
-cdef Py_ssize_t _DETACH_MIN = 64
-cdef Py_ssize_t _PREFETCH_AHEAD = 8
-
-
-cdef extern from *:
-    void __builtin_prefetch(const void *addr) nogil
+    # poll() empties a bucket of at least this many entries with _detach
+    # (two pointer chases at once, then prefetching ahead), smaller ones
+    # entry by entry.
+    DETACH_MIN = 64
 
 
 cdef class TimerCore:
@@ -1264,7 +1259,7 @@ cdef class TimerCore:
             have_last = True
             wheel._advance(head)
             n = bucket._size
-            if n < _DETACH_MIN:
+            if n < DETACH_MIN:
                 root = bucket._root
                 node = root._next
                 while node is not root:
@@ -1278,8 +1273,8 @@ cdef class TimerCore:
                 i = 0
                 try:
                     while i < n:
-                        if i + _PREFETCH_AHEAD < n:
-                            __builtin_prefetch(nodes[i + _PREFETCH_AHEAD])
+                        if i + RUN_PREFETCH_AHEAD < n:
+                            TW_PREFETCH(nodes[i + RUN_PREFETCH_AHEAD])
                         node = <TimerTaskEntry>nodes[i]
                         node._prev = None
                         node._next = None
