@@ -28,7 +28,7 @@
 # this module must be rebuilt whenever _wheel.pxd changes TimerTask's
 # fields; the module checks the size at import and refuses a stale build.
 
-from tickwheel._wheel cimport TimerTask
+from tickwheel._wheel cimport TimerTask, _delay_to_ns
 
 
 cdef class DelayedOperation(TimerTask):

@@ -8,7 +8,6 @@ docstrings below match it, line for line the logic does too.
 
 cimport cython
 from cpython.exc cimport PyErr_CheckSignals
-from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.pythread cimport (
     WAIT_LOCK,
     PY_LOCK_ACQUIRED,
@@ -32,7 +31,6 @@ cdef extern from "pythread.h":
 import logging
 import time
 
-from tickwheel._wheel import MAX_DELAY_MS as _MAX_DELAY_MS_OBJ
 from tickwheel._wheel import TimerTask as _TimerTask
 
 __all__ = ["DelayedOperation"]
@@ -200,8 +198,6 @@ cdef inline bint _locked(object lock) except -1:
 
 
 cdef object _allocate_lock = _Lock
-# TimerTask's delay range (the setter's check, for _fresh's int fast path).
-cdef long long _MAX_DELAY_MS = _MAX_DELAY_MS_OBJ
 
 # DelayedOperation's fields follow TimerTask's in one C struct: a _wheel built
 # from another _wheel.pxd than this module was would overlap them.
@@ -717,18 +713,7 @@ cdef DelayedOperation _fresh(type cls, object delay_ms):
     # tp_new leaves every flag False and _op_holder 0 (zeroed C fields), as
     # __init__ would set them; only the delay and the lock remain.
     cdef DelayedOperation op = cls.__new__(cls)
-    cdef long long value
-    cdef int overflow = 0
-    if type(delay_ms) is int:
-        # The delay_ms setter's int case, in place (no attribute lookup).
-        value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
-        if overflow == 0 and -_MAX_DELAY_MS <= value <= _MAX_DELAY_MS:
-            op._delay_ms = <double>value
-            op._delay_is_int = True
-        else:
-            op.delay_ms = delay_ms  # raises, as the setter does
-    else:
-        op.delay_ms = delay_ms
+    _delay_to_ns(delay_ms, op)  # the delay_ms setter, without the attribute lookup
     op._op_lock = _Lock.__new__(_Lock)  # _allocate_lock(), without the call
     op._op_trylock = True
     return op

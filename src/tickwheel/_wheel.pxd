@@ -59,6 +59,11 @@ cdef class TimerTask(TimerTaskEntry):
     cdef unsigned char _delay_is_int  # delay_ms reads back as int
 
 
+# Validate a delay in ms, store it on ``task`` (as the delay_ms setter does)
+# and return it in ns; the compiled purgatory makes its operations with it.
+cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=*) except? -1
+
+
 @cython.final
 @cython.no_gc
 cdef class TimerTaskList:
