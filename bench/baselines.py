@@ -160,3 +160,36 @@ def drain_sched(delays: list[int], fn: Callable[[], Any]) -> Callable[[], int]:
     for d in delays:
         s.enter(d / 1000, 0, fn)
     return lambda: s.run()
+
+
+# -- the timed loops ------------------------------------------------------------
+# The pytest-benchmark suite and measure.py's interleaved rounds time these
+# same functions, so the two report the same work.
+
+
+def loop_add(
+    schedule: Callable[..., Any], delays: list[int], fn: Callable[[], Any]
+) -> list[Any]:
+    """W1: schedule every delay; the handles are kept (none fires)."""
+    handles: list[Any] = []
+    append = handles.append
+    for d in delays:
+        append(schedule(d, fn))
+    return handles
+
+
+def loop_sliding(
+    schedule: Callable[..., Any],
+    cancel: Callable[[Any], Any],
+    delays: list[int],
+    fn: Callable[[], Any],
+    k: int,
+) -> None:
+    """W2-sliding: K pending; each add cancels the one added K adds earlier."""
+    window: list[Any] = [None] * k
+    for i, d in enumerate(delays):
+        slot = i % k
+        old = window[slot]
+        if old is not None:
+            cancel(old)
+        window[slot] = schedule(d, fn)

@@ -1,6 +1,7 @@
 """W2-sliding under callgrind: instructions per iteration, noise-free.
 
 Runs the sliding-window loop of ``bench/test_bench_wheel.py::test_w2_sliding``
+(``baselines.loop_sliding``)
 once, N iterations, on one implementation.  Run it under callgrind at two
 sizes and difference the totals: fixed costs (interpreter start, imports,
 generating the delays) cancel, leaving instructions per iteration::
@@ -24,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from baselines import factories  # noqa: E402
+from baselines import factories, loop_sliding  # noqa: E402
 
 
 class Null:
@@ -50,15 +51,7 @@ def main() -> None:
     timer = Null() if impl in ("null", "none") else factories()[impl]()
     if impl == "none":
         return
-    schedule, cancel = timer.schedule, timer.cancel
-    k = max(1, n // 10)
-    window: list[Any] = [None] * k
-    for i, d in enumerate(delays):
-        slot = i % k
-        old = window[slot]
-        if old is not None:
-            cancel(old)
-        window[slot] = schedule(d, _cb)
+    loop_sliding(timer.schedule, timer.cancel, delays, _cb, max(1, n // 10))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,13 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from baselines import SchedTimer, factories, uvloop  # noqa: E402
+from baselines import (  # noqa: E402
+    SchedTimer,
+    factories,
+    loop_add,
+    loop_sliding,
+    uvloop,
+)
 
 WINDOW_MS = 500
 LEAD_MS = 200
@@ -195,9 +201,31 @@ def lateness_sched(n: int) -> dict[str, Any]:
     return rec.result(schedule_s)
 
 
+def lateness_spin(n: int) -> dict[str, Any]:
+    """The floor this host allows: no timer, one thread spins to each deadline.
+
+    The deadlines are sorted up front and a busy loop on ``monotonic_ns``
+    calls the same callback at each one, so the only lateness left is the
+    callback's own cost and the time the host did not run this thread (on a
+    shared VM, stalls of several ms).  A timer on the same host cannot do
+    better; tickwheel also rounds each deadline up to its 1 ms tick.
+    """
+    rec = _Recorder(n)
+    cb, mono = rec.cb, time.monotonic_ns
+    start = time.perf_counter()
+    deadlines = sorted(_deadlines(n))
+    schedule_s = time.perf_counter() - start
+    for deadline in deadlines:
+        while mono() < deadline:
+            pass
+        cb(deadline)
+    return rec.result(schedule_s)
+
+
 LATENESS: dict[str, Callable[[int], dict[str, Any]]] = {
     "tickwheel": lateness_tickwheel,
     "tickwheel-inline": lambda n: lateness_tickwheel(n, executor="inline"),
+    "floor-spin": lateness_spin,
     # Kafka's cascading (all of a bucket when its slot starts), for comparison.
     "tickwheel-kafka-cascade": lambda n: lateness_tickwheel(n, cascade_early=False),
     "tickwheel-py": lambda n: lateness_tickwheel(n, pure=True),
@@ -350,13 +378,80 @@ def gc_pause(impl: str, n: int) -> dict[str, Any]:
     }
 
 
+# -- W1/W2 side by side: interleaved rounds ---------------------------------------
+
+INTERLEAVED_IMPLS = ["tickwheel", "heapq", "sched", "asyncio", "uvloop", "tickwheel-py"]
+
+
+def interleaved(impl: str, n: int, rounds: int = 7) -> dict[str, Any]:
+    """W1 and W2-sliding, every implementation once per round, rounds in turn.
+
+    pytest-benchmark times all rounds of one implementation, then the next:
+    on a shared host whose speed drifts over a minute, that biases a ratio
+    by as much as the drift.  Here each round times every implementation
+    back to back (starting with a different one each round), and a ratio is
+    taken within each round; the result is the median over rounds of those
+    ratios, next to each implementation's median time.  ``impl`` is ``all``
+    or a comma-separated list; tickwheel is always included (the reference).
+    """
+    names = INTERLEAVED_IMPLS if impl == "all" else ["tickwheel", *impl.split(",")]
+    names = list(dict.fromkeys(x for x in names if x in factories() or x == "sched"))
+    rnd = random.Random(20261122)  # the suite's delays (bench/conftest.py)
+    delays = [rnd.randint(1, 30_000) for _ in range(n)]
+    k = max(1, n // 10)
+
+    def add(timer: Any) -> None:
+        loop_add(timer.schedule, delays, _cb)
+
+    def sliding(timer: Any) -> None:
+        loop_sliding(timer.schedule, timer.cancel, delays, _cb, k)
+
+    workloads: dict[str, Callable[[Any], None]] = {"W1-add": add, "W2-sliding": sliding}
+    times: dict[str, dict[str, list[float]]] = {
+        w: {x: [] for x in names} for w in workloads
+    }
+    clock = time.perf_counter_ns
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for w, body in workloads.items():
+            for name in order:
+                if w == "W2-sliding" and name == "sched":
+                    continue  # O(n) cancel: minutes per round
+                timer = _make(name)
+                gc.collect()
+                t0 = clock()
+                body(timer)
+                elapsed = clock() - t0
+                timer.close()
+                times[w][name].append(elapsed / n)
+    out: dict[str, Any] = {"n": n, "rounds": rounds, "workloads": {}}
+    for w, by_impl in times.items():
+        ref = by_impl["tickwheel"]
+        out["workloads"][w] = {
+            name: {
+                "median_ns": statistics.median(v),
+                "ratio_median": statistics.median(a / b for a, b in zip(v, ref)),
+                "ratio_min": min(a / b for a, b in zip(v, ref)),
+                "ratio_max": max(a / b for a, b in zip(v, ref)),
+            }
+            for name, v in by_impl.items()
+            if v
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["lateness", "stall", "memory", "gc"])
+    parser.add_argument(
+        "what", choices=["lateness", "stall", "memory", "gc", "interleaved"]
+    )
     parser.add_argument("impl")
     parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     args = parser.parse_args(argv)
-    if args.what == "lateness":
+    if args.what == "interleaved":
+        result = interleaved(args.impl, args.n, args.rounds)
+    elif args.what == "lateness":
         result = LATENESS[args.impl](args.n)
     elif args.what == "stall":
         result = stall(args.impl, args.n)

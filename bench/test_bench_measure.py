@@ -9,14 +9,14 @@ what it held when every timer is cancelled.
 from __future__ import annotations
 
 import pytest
-from measure import LATENESS, gc_pause, memory, stall
+from measure import LATENESS, gc_pause, interleaved, memory, stall
 
 
 @pytest.mark.parametrize("impl", sorted(LATENESS))
 def test_lateness_smoke(impl):
     result = LATENESS[impl](300)
     assert result["fired"] == 300
-    if impl.startswith("tickwheel"):
+    if impl.startswith("tickwheel") or impl == "floor-spin":
         # tickwheel's guarantee; uvloop, for one, does fire early (libuv
         # rounds its clock to the millisecond).
         assert result["early"] == 0
@@ -45,3 +45,16 @@ def test_memory_smoke_heapq_holds_tombstones():
 def test_gc_smoke():
     result = gc_pause("tickwheel", 5_000)
     assert result["collect_empty_ms"] > 0 and result["ratio"] > 0
+
+
+def test_interleaved_smoke():
+    result = interleaved("heapq,sched", 400, rounds=3)
+    add, sliding = result["workloads"]["W1-add"], result["workloads"]["W2-sliding"]
+    assert sorted(add) == ["heapq", "sched", "tickwheel"]
+    assert "sched" not in sliding  # its O(n) cancel is left out of W2
+    for row in (add, sliding):
+        ref = row["tickwheel"]
+        assert ref["ratio_median"] == ref["ratio_min"] == ref["ratio_max"] == 1.0
+        heap = row["heapq"]
+        assert heap["median_ns"] > 0
+        assert heap["ratio_min"] <= heap["ratio_median"] <= heap["ratio_max"]

@@ -13,7 +13,7 @@ import gc
 import random
 
 import pytest
-from baselines import drain_heapq, drain_tickwheel, factories
+from baselines import drain_heapq, drain_tickwheel, factories, loop_add, loop_sliding
 
 BIG_ONLY = ("tickwheel", "heapq")
 ANY_N = ("tickwheel-py", "asyncio", "uvloop")
@@ -74,9 +74,7 @@ def _run(benchmark, scale, made, body):
 @pytest.mark.benchmark(group="W5-add")
 def test_w5_add(benchmark, scale, made):
     def body(timer, delays):
-        schedule = timer.schedule
-        handles = [schedule(d, _cb) for d in delays]
-        return handles
+        return loop_add(timer.schedule, delays, _cb)
 
     _run(benchmark, scale, made, body)
 
@@ -84,14 +82,9 @@ def test_w5_add(benchmark, scale, made):
 @pytest.mark.benchmark(group="W5-sliding")
 def test_w5_sliding(benchmark, scale, made):
     def body(timer, delays):
-        schedule, cancel = timer.schedule, timer.cancel
-        k = max(1, len(delays) // 10)
-        window = [None] * k
-        for i, d in enumerate(delays):
-            old = window[i % k]
-            if old is not None:
-                cancel(old)
-            window[i % k] = schedule(d, _cb)
+        loop_sliding(
+            timer.schedule, timer.cancel, delays, _cb, max(1, len(delays) // 10)
+        )
 
     _run(benchmark, scale, made, body)
 

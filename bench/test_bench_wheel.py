@@ -18,7 +18,14 @@ import gc
 import random
 
 import pytest
-from baselines import drain_heapq, drain_sched, drain_tickwheel, factories
+from baselines import (
+    drain_heapq,
+    drain_sched,
+    drain_tickwheel,
+    factories,
+    loop_add,
+    loop_sliding,
+)
 
 ALL = list(factories())
 # sched.scheduler.cancel is O(n) (list.remove + heapify): it joins only the
@@ -55,12 +62,10 @@ def _bench(benchmark, impl, made, run, args_for, n):
 @pytest.mark.parametrize("impl", ALL)
 @pytest.mark.benchmark(group="W1-add")
 def test_w1_add(benchmark, impl, delays, made):
-    def run(schedule, handles):
-        append = handles.append
-        for d in delays:
-            append(schedule(d, _cb))
+    def run(schedule):
+        loop_add(schedule, delays, _cb)
 
-    _bench(benchmark, impl, made, run, lambda t: (t.schedule, []), len(delays))
+    _bench(benchmark, impl, made, run, lambda t: (t.schedule,), len(delays))
 
 
 @pytest.mark.parametrize("impl", ALL)
@@ -95,13 +100,7 @@ def test_w2_sliding(benchmark, impl, delays, made):
     k = max(1, len(delays) // 10)
 
     def run(schedule, cancel):
-        window = [None] * k
-        for i, d in enumerate(delays):
-            slot = i % k
-            old = window[slot]
-            if old is not None:
-                cancel(old)
-            window[slot] = schedule(d, _cb)
+        loop_sliding(schedule, cancel, delays, _cb, k)
 
     _bench(benchmark, impl, made, run, lambda t: (t.schedule, t.cancel), len(delays))
 

@@ -134,5 +134,9 @@ cdef class TimerCore:
     cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,
                                 tuple args)
     cdef int _add(self, TimerTask task, int64_t delay_ns) except -1
+    cdef int _add_new(self, TimerTask task, int64_t delay_ns) except -1
+    cdef int64_t _expiration_for(self, TimerTask task, int64_t now_ns,
+                                 int64_t delay_ns) except? -1
+    cdef int _place(self, TimerTask task, int64_t now_ns, int64_t expiration) except -1
     cdef void _expire(self, TimerTask task) noexcept
     cdef Py_ssize_t _precascade(self, Py_ssize_t budget) except -1

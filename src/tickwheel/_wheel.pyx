@@ -150,7 +150,8 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
     cdef int overflow = 0
     cdef double d
     if type(delay_ms) is int:
-        value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
+        if not tw_small_int(delay_ms, &value):
+            value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
         if overflow == 0 and -C_MAX_DELAY_MS <= value <= C_MAX_DELAY_MS:
             if task is not None:
                 task._delay_ms = <double>value
@@ -203,15 +204,18 @@ cdef extern from *:
         }
     }
 
-    /* A recycled TimerTask with refcount 1 and every field zero/NULL, or NULL. */
-    static PyObject *tw_task_pop(void) {
+    /* A recycled TimerTask with refcount 1 and every field zero/NULL, or
+       NULL.  ``size`` is the struct's size, a constant where TW_TASK_POP
+       expands, so the memset becomes a few stores. */
+    static CYTHON_INLINE PyObject *tw_task_pop_sized(size_t size) {
         PyObject *o;
         if (tw_freecount == 0) { return NULL; }
         o = tw_freelist[--tw_freecount];
-        memset((char *)o + sizeof(PyObject), 0,
-               (size_t)tw_task_type->tp_basicsize - sizeof(PyObject));
+        memset((char *)o + sizeof(PyObject), 0, size - sizeof(PyObject));
         return PyObject_Init(o, tw_task_type);
     }
+    #define TW_TASK_POP() \
+        tw_task_pop_sized(sizeof(struct __pyx_obj_9tickwheel_6_wheel_TimerTask))
 
     static int tw_install_freelist(PyTypeObject *t) {
         if (t->tp_free != PyObject_Free) { return 0; }
@@ -221,6 +225,9 @@ cdef extern from *:
     }
 
     static Py_ssize_t tw_freelist_size(void) { return tw_freecount; }
+
+    /* A borrowed list item through a borrowed list pointer (no refcounting). */
+    #define TW_LIST_ITEM(l, i) PyList_GET_ITEM((l), (i))
 
 
     /* Expanded where Cython's struct is defined: store None in each object
@@ -235,6 +242,36 @@ cdef extern from *:
         TW_NONE_INTO(p_->_fn); \
         TW_NONE_INTO(p_->_args); \
     } while (0)
+    /* The same with the callable and its arguments stored at once. */
+    #define TW_TASK_INIT(o, fn, args) do { \
+        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *p_ = \
+            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
+        TW_NONE_INTO(p_->__pyx_base._prev); \
+        TW_NONE_INTO(p_->__pyx_base._next); \
+        TW_NONE_INTO(p_->__pyx_base._list); \
+        Py_INCREF(fn); p_->_fn = (fn); \
+        Py_INCREF(args); p_->_args = (args); \
+    } while (0)
+
+    /* A small int's value without a call (1: *out is set; 0: use the C API).
+       "Small" is one digit, |v| < 2**30, so any such delay is in range. */
+    static CYTHON_INLINE int tw_small_int(PyObject *o, long long *out) {
+    #if defined(PYPY_VERSION) || defined(Py_LIMITED_API)
+        (void)o; (void)out;
+        return 0;
+    #elif PY_VERSION_HEX >= 0x030C0000
+        if (!PyUnstable_Long_IsCompact((PyLongObject *)o)) { return 0; }
+        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+        return 1;
+    #else
+        switch (Py_SIZE(o)) {
+        case 0: *out = 0; return 1;
+        case 1: *out = (long long)((PyLongObject *)o)->ob_digit[0]; return 1;
+        case -1: *out = -(long long)((PyLongObject *)o)->ob_digit[0]; return 1;
+        default: return 0;
+        }
+    #endif
+    }
 
     /* Does this TimerTask subtype keep TimerTask's tp_new (any Python
        subclass without __new__)?  Then tp_alloc plus None fields is all its
@@ -256,20 +293,28 @@ cdef extern from *:
     }
     """
     void TW_TASK_INIT_NONE(PyObject *o)
-    PyObject *tw_task_pop()
+    void TW_TASK_INIT(PyObject *o, PyObject *fn, PyObject *args)
+    PyObject *TW_TASK_POP()
+    bint tw_small_int(object o, long long *out)
     int tw_install_freelist(PyTypeObject *t)
     Py_ssize_t tw_freelist_size()
+    PyObject *TW_LIST_ITEM(PyObject *l, Py_ssize_t i)
     object tw_new_instance(object t)
     int tw_keeps_task_new(object t)
     PyObject *tw_alloc(object t)
 
 
-cdef inline TimerTask _new_task():
-    cdef PyObject *o = tw_task_pop()
+cdef inline TimerTask _new_task(object fn, tuple args):
+    """A new TimerTask holding ``fn(*args)``, from the freelist when it can."""
+    cdef PyObject *o = TW_TASK_POP()
     cdef TimerTask task
     if o is NULL:
-        return TimerTask.__new__(TimerTask)
-    TW_TASK_INIT_NONE(o)  # before Cython sees the object: no NULL fields
+        # What tp_new does, minus its call adapter: allocate (zeroed), fill.
+        o = tw_alloc(TimerTask)
+        if o is NULL:
+            raise MemoryError()
+    # Fields filled before Cython sees the object: none is left NULL.
+    TW_TASK_INIT(o, <PyObject *>fn, <PyObject *>args)
     task = <TimerTask>o  # a second reference ...
     Py_DECREF(task)  # ... dropped: `task` owns the only one
     return task
@@ -406,6 +451,11 @@ cdef class TimerTask(TimerTaskEntry):
         if fn is not None:
             fn(*self._args)
 
+    # A plain METH_NOARGS method (no CyFunction): the unbound or bound call
+    # skips Cython's generic vectorcall adapter, ~90 instructions per cancel.
+    @cython.binding(False)
+    @cython.embedsignature(True)
+    @cython.embedsignature.format("clinic")
     def cancel(self):
         """Stop the task from running.
 
@@ -837,20 +887,23 @@ cdef class TimingWheel:
             raise ValueError(f"{entry!r} is already linked in a bucket")
         return self._add(<TimerTaskEntry>entry)
 
+    @cython.cdivision(True)  # tick_ms >= 1
     cdef bint _add(self, TimerTaskEntry entry) except -1:
-        cdef TimingWheel wheel = self
-        cdef TimingWheel overflow
+        # The levels are walked through borrowed pointers: every level is
+        # owned by the one below it (the first by the timer), and nothing
+        # here can run Python code except allocating a new level.
+        cdef PyObject *w = <PyObject *>self
         cdef int64_t expiration = entry._expiration_ms
-        cdef int64_t tick, current, virtual_id
-        cdef TimerTaskList bucket
-        cdef int64_t offset, slots, index
+        cdef int64_t tick, current, offset, slots, index
+        cdef PyObject *b
+        cdef TimingWheel overflow, keep
         while True:
-            tick = wheel._tick_ms
-            current = wheel._current_time_ms
+            tick = (<TimingWheel>w)._tick_ms
+            current = (<TimingWheel>w)._current_time_ms
             if expiration < current + tick:
                 return False
             offset = expiration - current
-            if offset < wheel._interval_ms:
+            if offset < (<TimingWheel>w)._interval_ms:
                 # Work relative to the level's current slot: 0 < offset <
                 # interval, so no 64-bit signed division and no modulo
                 # (bucket = (current slot + slots) mod wheel_size).
@@ -860,26 +913,27 @@ cdef class TimingWheel:
                     slots = <uint32_t>offset // <uint32_t>tick
                 else:
                     slots = <uint64_t>offset // <uint64_t>tick
-                index = wheel._current_index + slots
-                if index >= wheel._wheel_size:
-                    index -= wheel._wheel_size
-                bucket = <TimerTaskList>wheel._buckets[index]
-                bucket._link(entry)
+                index = (<TimingWheel>w)._current_index + slots
+                if index >= (<TimingWheel>w)._wheel_size:
+                    index -= (<TimingWheel>w)._wheel_size
+                b = TW_LIST_ITEM(<PyObject *>(<TimingWheel>w)._buckets, index)
+                (<TimerTaskList>b)._link(entry)
                 # The bucket is queued once per time slot: only when its
                 # expiration changes does it need a (new) place in the queue.
-                if bucket._set_expiration(current + slots * tick):
-                    wheel._queue._offer(bucket)
+                if (<TimerTaskList>b)._set_expiration(current + slots * tick):
+                    (<TimingWheel>w)._queue._offer(<TimerTaskList>b)
                 return True
-            if wheel._overflow is None:
+            if (<TimingWheel>w)._overflow is None:
+                keep = <TimingWheel>w  # owned across the allocation below
                 overflow = TimingWheel(
-                    wheel._interval_ms, wheel._wheel_size, current,
-                    wheel._counter, wheel._queue,
+                    (<TimingWheel>w)._interval_ms, (<TimingWheel>w)._wheel_size,
+                    current, (<TimingWheel>w)._counter, (<TimingWheel>w)._queue,
                 )
                 # Allocation may run a GC pass and user finalizers (3.11);
                 # one of them could have created the level already.
-                if wheel._overflow is None:
-                    wheel._overflow = overflow
-            wheel = wheel._overflow
+                if (<TimingWheel>w)._overflow is None:
+                    (<TimingWheel>w)._overflow = overflow
+            w = <PyObject *>(<TimingWheel>w)._overflow
 
     def advance_clock(self, time_ms):
         """Move current_time_ms forward to ``time_ms`` rounded down to the tick."""
@@ -1142,19 +1196,30 @@ cdef class TimerCore:
                                 tuple args):
         cdef TimerTask task
         cdef PyObject *o
+        cdef int64_t delay_ns
         if task_type is TimerTask:
-            task = _new_task()
-        elif tw_keeps_task_new(task_type):
+            # schedule()'s path.  A task made here is idle and holds its
+            # callable, so _add's checks for a re-added task are skipped.
+            task = _new_task(fn, args)
+            delay_ns = _delay_to_ns(delay_ms, task)
+            if self._add_new(task, delay_ns):
+                self._on_wake()
+            return task
+        if tw_keeps_task_new(task_type):
             # No __init__, no **kwargs dict, no Python frame, no tp_new adapter.
             o = tw_alloc(task_type)
             if o is NULL:
                 raise MemoryError()
-            TW_TASK_INIT_NONE(o)
+            TW_TASK_INIT(o, <PyObject *>fn, <PyObject *>args)
             task = <TimerTask>o
             Py_DECREF(task)
-        else:
-            task = <TimerTask>tw_new_instance(task_type)
-        cdef int64_t delay_ns = _delay_to_ns(delay_ms, task)
+            delay_ns = _delay_to_ns(delay_ms, task)
+            if self._add_new(task, delay_ns):
+                self._on_wake()
+            return task
+        # A subtype with its own __new__, which may have done anything.
+        task = <TimerTask>tw_new_instance(task_type)
+        delay_ns = _delay_to_ns(delay_ms, task)
         task._fn = fn
         task._args = args
         if self._add(task, delay_ns):
@@ -1173,9 +1238,6 @@ cdef class TimerCore:
         # Returns 1 when the driver must wake: the task is ready, or its
         # bucket became the queue's head.
         cdef TimerTaskList owner
-        cdef int64_t deadline_ns, expiration
-        cdef bint woke = False
-        cdef Py_ssize_t before
         if self._closed:
             raise RuntimeError("timer is closed")
         if task._spent:
@@ -1184,14 +1246,8 @@ cdef class TimerCore:
                 "schedule a new task"
             )
         cdef int64_t now_ns = self._now_ns()
-        deadline_ns = now_ns + delay_ns
-        # Round up to the millisecond, then up to the tick: never early.
-        expiration = -_floordiv(-deadline_ns, NS_PER_MS)
-        if self._tick_ms != 1:
-            expiration = _ceil_to(expiration, self._tick_ms)
-        if expiration > C_MAX_EXPIRATION_MS:
-            # Refused before anything moves (a re-added task stays put).
-            _past_clock_end(task.delay_ms, _floordiv(now_ns, NS_PER_MS))
+        # Refused before anything moves (a re-added task stays put).
+        cdef int64_t expiration = self._expiration_for(task, now_ns, delay_ns)
         if task._state == PENDING or task._state == EXPIRED:
             owner = task._list
             if owner is not None and owner._counter is not self._counter:
@@ -1202,13 +1258,40 @@ cdef class TimerCore:
             else:
                 self._counter.value -= 1
                 task._list = None
+        return self._place(task, now_ns, expiration)
+
+    @cython.final
+    cdef int _add_new(self, TimerTask task, int64_t delay_ns) except -1:
+        # _add for a task that was just made: idle, and holding its callable.
+        if self._closed:
+            raise RuntimeError("timer is closed")
+        cdef int64_t now_ns = self._now_ns()
+        return self._place(task, now_ns, self._expiration_for(task, now_ns, delay_ns))
+
+    @cython.final
+    cdef int64_t _expiration_for(self, TimerTask task, int64_t now_ns,
+                                 int64_t delay_ns) except? -1:
+        # The deadline rounded up to the millisecond, then up to the tick:
+        # never early.
+        cdef int64_t expiration = -_floordiv(-(now_ns + delay_ns), NS_PER_MS)
+        if self._tick_ms != 1:
+            expiration = _ceil_to(expiration, self._tick_ms)
+        if expiration > C_MAX_EXPIRATION_MS:
+            _past_clock_end(task.delay_ms, _floordiv(now_ns, NS_PER_MS))
+        return expiration
+
+    @cython.final
+    cdef int _place(self, TimerTask task, int64_t now_ns, int64_t expiration) except -1:
+        # Link an unlinked task into the wheel, or make it ready if due.
+        cdef list heap = self._queue._heap
+        cdef Py_ssize_t before = PyList_GET_SIZE(heap)
         task._expiration_ms = expiration
         task._state = PENDING
-        before = len(self._queue._heap)
         # "Due" is judged on the timer's clock: the wheel's own clock only
         # moves when a bucket is polled and may lag behind it.
         if expiration * NS_PER_MS > now_ns and self._wheel._add(task):
-            return len(self._queue._heap) > before and self._queue._heap[0] is task._list
+            return (PyList_GET_SIZE(heap) > before
+                    and <PyObject *>PyList_GET_ITEM(heap, 0) == <PyObject *>task._list)
         self._expire(task)
         self._ready.append(task)
         return 1
