@@ -322,6 +322,38 @@ def test_bad_delay_rejected_everywhere(timers, delay, exc, match):
     timer._check()
 
 
+@pytest.mark.parametrize(
+    "delay",
+    # Around the compiled core's one-digit fast path (|v| < 2**30) and the
+    # edges of the range, which take PyLong_AsLongLongAndOverflow instead.
+    [
+        0,
+        1,
+        -1,
+        2**15,
+        2**30 - 1,
+        2**30,
+        2**30 + 1,
+        -(2**30) + 1,
+        -(2**30),
+        2**31,
+        2**40,
+        MAX_DELAY_MS,
+        -MAX_DELAY_MS,
+    ],
+)
+def test_int_delays_read_back_and_set_the_deadline(timers, delay):
+    timer = timers.MockTimer(start_ms=0)
+    task = timer.schedule(delay, int)
+    assert task.delay_ms == delay and type(task.delay_ms) is int
+    if delay > 0:
+        assert task.expiration_ms == delay and len(timer) == 1
+        assert task.pending and not timer.advance_clock(delay - 1)
+    assert timers.TimerTask(delay, int).delay_ms == delay
+    timer.cancel_all()
+    timer._check()
+
+
 def test_bad_fn_and_task_rejected(timers):
     timer = timers.MockTimer()
     with pytest.raises(TypeError, match="fn must be callable, got 42"):
