@@ -222,10 +222,38 @@ def lateness_spin(n: int) -> dict[str, Any]:
     return rec.result(schedule_s)
 
 
+def lateness_tick(n: int) -> dict[str, Any]:
+    """An ideal never-early timer with a 1 ms tick: no data structure at all.
+
+    The deadlines are sorted up front; one thread sleeps until the next one's
+    millisecond boundary (rounded up, as tickwheel rounds) and then calls
+    every callback due by the boundary it woke at.  Its lateness is what the
+    rounding, this host's wake-up latency and the callbacks' own time add up
+    to: what a timer that sleeps between ticks can reach here, by design.
+    """
+    rec = _Recorder(n)
+    cb, mono, sleep = rec.cb, time.monotonic_ns, time.sleep
+    start = time.perf_counter()
+    deadlines = sorted(_deadlines(n))
+    schedule_s = time.perf_counter() - start
+    i = 0
+    while i < n:
+        boundary = -(-deadlines[i] // 1_000_000) * 1_000_000
+        wait = boundary - mono()
+        if wait > 0:
+            sleep(wait / 1e9)
+        passed = mono() // 1_000_000 * 1_000_000  # the latest boundary reached
+        while i < n and deadlines[i] <= passed:
+            cb(deadlines[i])
+            i += 1
+    return rec.result(schedule_s)
+
+
 LATENESS: dict[str, Callable[[int], dict[str, Any]]] = {
     "tickwheel": lateness_tickwheel,
     "tickwheel-inline": lambda n: lateness_tickwheel(n, executor="inline"),
     "floor-spin": lateness_spin,
+    "floor-tick": lateness_tick,
     # Kafka's cascading (all of a bucket when its slot starts), for comparison.
     "tickwheel-kafka-cascade": lambda n: lateness_tickwheel(n, cascade_early=False),
     "tickwheel-py": lambda n: lateness_tickwheel(n, pure=True),

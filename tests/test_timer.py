@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import gc
 import logging
 import math
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -670,5 +672,43 @@ def test_schedule_as_bad_input(timers, args, exc, match):
         timer.schedule_as(*args)
     with pytest.raises(TypeError):
         timer.schedule_as(timers.TimerTask, 5)
+    assert len(timer) == 0
+    timer._check()
+
+
+def test_the_timer_owns_pending_tasks_and_lets_go_of_done_ones(timers):
+    """No handle needed to keep a pending task alive, none held after it ends.
+
+    Covers every path a node takes: straight into a bucket, cascaded down a
+    level, a bucket of 100 emptied at once, cancelled, re-added, run.
+    """
+
+    class Task(timers.TimerTask):
+        pass  # a subclass, for the weak reference
+
+    timer = timers.MockTimer()
+    fired = []
+
+    def record():
+        fired.append(timer.now_ms)  # a task's deadline while it runs
+
+    refs = []
+    for delay in [5, 30, 500, 500, 9000] + [700] * 100:
+        task = Task(delay, record)
+        timer.add(task)
+        refs.append(weakref.ref(task))
+    del task
+    gc.collect()
+    assert all(ref() is not None for ref in refs) and len(timer) == 105
+    assert refs[2]().cancel()
+    moved = refs[3]()
+    moved.delay_ms = 100
+    timer.add(moved)
+    del moved
+    timer._check()
+    assert timer.advance_clock(10_000)
+    assert sorted(fired) == [5, 30, 100] + [700] * 100 + [9000]
+    gc.collect()
+    assert [i for i, ref in enumerate(refs) if ref() is not None] == []
     assert len(timer) == 0
     timer._check()

@@ -44,8 +44,11 @@ cdef class TaskCounter:
 @cython.no_gc
 cdef class TimerTaskEntry:
     cdef int64_t _expiration_ms
-    cdef TimerTaskEntry _prev
-    cdef TimerTaskEntry _next
+    # Ring links, borrowed (NULL while unlinked): a linked entry is owned by
+    # its bucket, which takes one reference in _link and drops it in _unlink,
+    # so a link or unlink moves no reference count but the entry's own.
+    cdef PyObject *_prev
+    cdef PyObject *_next
     cdef TimerTaskList _list
 
 

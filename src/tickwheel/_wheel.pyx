@@ -189,6 +189,12 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
 # type's tp_free: Cython's dealloc has already cleared every field to NULL
 # when it calls tp_free, so parking the memory there is safe, and only exact
 # TimerTask instances are parked (subclasses free normally).
+cdef extern from "Python.h":
+    # On borrowed pointers (Cython's Py_INCREF/Py_DECREF take objects).
+    void TW_INCREF "Py_INCREF"(PyObject *o) noexcept
+    void TW_DECREF "Py_DECREF"(PyObject *o) noexcept
+
+
 cdef extern from *:
     """
     #define TW_FREELIST_MAX 256
@@ -231,13 +237,12 @@ cdef extern from *:
 
 
     /* Expanded where Cython's struct is defined: store None in each object
-       field of a popped node (they are NULL, so nothing is released). */
+       field of a popped node (they are NULL, so nothing is released); the
+       ring links are borrowed pointers and stay NULL (unlinked). */
     #define TW_NONE_INTO(field) do { (field) = (void *)Py_None; Py_INCREF(Py_None); } while (0)
     #define TW_TASK_INIT_NONE(o) do { \
         struct __pyx_obj_9tickwheel_6_wheel_TimerTask *p_ = \
             (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
-        TW_NONE_INTO(p_->__pyx_base._prev); \
-        TW_NONE_INTO(p_->__pyx_base._next); \
         TW_NONE_INTO(p_->__pyx_base._list); \
         TW_NONE_INTO(p_->_fn); \
         TW_NONE_INTO(p_->_args); \
@@ -246,8 +251,6 @@ cdef extern from *:
     #define TW_TASK_INIT(o, fn, args) do { \
         struct __pyx_obj_9tickwheel_6_wheel_TimerTask *p_ = \
             (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
-        TW_NONE_INTO(p_->__pyx_base._prev); \
-        TW_NONE_INTO(p_->__pyx_base._next); \
         TW_NONE_INTO(p_->__pyx_base._list); \
         Py_INCREF(fn); p_->_fn = (fn); \
         Py_INCREF(args); p_->_args = (args); \
@@ -351,14 +354,14 @@ cdef class TimerTaskEntry:
 
     @expiration_ms.setter
     def expiration_ms(self, value):
-        if self._next is not None:
+        if self._next is not NULL:
             raise RuntimeError("cannot change expiration_ms of a linked entry")
         self._expiration_ms = _check_time(value, "expiration_ms")
 
     @property
     def list(self):
         """The bucket this entry is linked in, or None."""
-        return self._list if self._next is not None else None
+        return self._list if self._next is not NULL else None
 
     @property
     def task(self):
@@ -468,7 +471,7 @@ cdef class TimerTask(TimerTaskEntry):
         """
         cdef TimerTaskList bucket = self._list
         if self._state == PENDING:
-            if bucket is not None and self._next is not None:
+            if bucket is not None and self._next is not NULL:
                 bucket._unlink(self)
         elif self._state == EXPIRED:
             if bucket is not None:
@@ -499,18 +502,14 @@ cdef class TimerTaskList:
 
     def __cinit__(self, TaskCounter counter=None):
         cdef TimerTaskEntry root = TimerTaskEntry.__new__(TimerTaskEntry)
-        root._prev = root
-        root._next = root
+        root._prev = <PyObject *>root
+        root._next = <PyObject *>root
         self._root = root
         self._counter = counter if counter is not None else TaskCounter()
 
-    def __dealloc__(self):
-        # Entries keep their bucket alive, so this runs only for an empty
-        # bucket or from a wheel that already cleared it; break the sentinel's
-        # self-loop so it is freed too.
-        if self._root is not None:
-            self._root._prev = None
-            self._root._next = None
+    # No __dealloc__: entries keep their bucket alive, so a bucket is freed
+    # empty (or after its wheel cleared it), and the sentinel's self-loop is
+    # made of borrowed pointers, which keep nothing alive.
 
     @property
     def counter(self):
@@ -545,13 +544,13 @@ cdef class TimerTaskList:
         if not isinstance(entry, TimerTaskEntry):
             raise TypeError(f"entry must be a TimerTaskEntry, got {entry!r}")
         cdef TimerTaskEntry e = entry
-        if e._next is not None and e._list is not None:
+        if e._next is not NULL and e._list is not None:
             e._list._unlink(e)
         self._link(e)
 
     def remove(self, TimerTaskEntry entry):
         """Unlink ``entry`` if it is in this bucket; return True iff it was."""
-        if entry._list is self and entry._next is not None:
+        if entry._list is self and entry._next is not NULL:
             self._unlink(entry)
             return True
         return False
@@ -564,14 +563,9 @@ cdef class TimerTaskList:
 
         :return: how many entries were flushed
         """
-        cdef list entries = []
-        cdef TimerTaskEntry root = self._root
-        cdef TimerTaskEntry node = root._next
-        while node is not root:
-            entries.append(node)
-            node = node._next
+        cdef list entries = self.entries()
         for node in entries:
-            self._unlink(node)
+            self._unlink(<TimerTaskEntry>node)
         self._has_expiration = False
         for entry in entries:
             fn(entry)
@@ -580,105 +574,102 @@ cdef class TimerTaskList:
     def entries(self):
         """The linked entries, head to tail."""
         cdef list out = []
-        cdef TimerTaskEntry root = self._root
-        cdef TimerTaskEntry node = root._next
-        while node is not root:
-            out.append(node)
-            node = node._next
+        cdef PyObject *root = <PyObject *>self._root
+        cdef PyObject *node = self._root._next
+        while node != root:
+            out.append(<object>node)
+            node = (<TimerTaskEntry>node)._next
         return out
 
     cdef void _link(self, TimerTaskEntry entry) noexcept:
-        cdef TimerTaskEntry root = self._root
-        cdef TimerTaskEntry tail = root._prev
+        # The bucket takes a reference to the entry (the ring's); the links
+        # themselves are borrowed pointers.
+        cdef PyObject *root = <PyObject *>self._root
+        cdef PyObject *tail = (<TimerTaskEntry>root)._prev
         entry._next = root
         entry._prev = tail
         entry._list = self
-        tail._next = entry
-        root._prev = entry
+        (<TimerTaskEntry>tail)._next = <PyObject *>entry
+        (<TimerTaskEntry>root)._prev = <PyObject *>entry
+        TW_INCREF(<PyObject *>entry)
         self._size += 1
         self._counter.value += 1
 
     cdef void _unlink(self, TimerTaskEntry entry) noexcept:
-        # Neighbours and the bucket stay referenced elsewhere, so none of the
-        # reference drops below can free an object (or run user code).
-        cdef TimerTaskEntry prev = entry._prev
-        cdef TimerTaskEntry nxt = entry._next
-        prev._next = nxt
-        nxt._prev = prev
-        entry._prev = None
-        entry._next = None
+        # Drops the ring's reference last: the caller holds its own (a Cython
+        # argument is a borrowed reference its caller keeps alive), so the
+        # entry is never freed here.  The bucket stays referenced by its
+        # wheel, so dropping entry._list frees nothing either.
+        cdef PyObject *prev = entry._prev
+        cdef PyObject *nxt = entry._next
+        (<TimerTaskEntry>prev)._next = nxt
+        (<TimerTaskEntry>nxt)._prev = prev
+        entry._prev = NULL
+        entry._next = NULL
         entry._list = None
         self._size -= 1
         self._counter.value -= 1
+        TW_DECREF(<PyObject *>entry)
 
     cdef PyObject **_detach(self) except NULL:
         # Empty a bucket of DETACH_MIN or more entries in one go: return them
-        # in list order as new references (a malloc'd array; the caller
-        # clears each entry's links, drops the reference and frees it).
+        # in list order, each with the ring's reference handed over (a
+        # malloc'd array; the caller clears each entry's links, drops the
+        # reference and frees the array).
         # The walk goes from both ends at once: two independent pointer
         # chases, so a bucket that is not in the cache waits for two memory
         # loads at a time instead of one (the 10^7-timer drains).
         cdef Py_ssize_t n = self._size
         cdef Py_ssize_t lo = 0, hi = n - 1
         cdef TimerTaskEntry root = self._root
-        cdef PyObject *h = <PyObject *>root._next
-        cdef PyObject *t = <PyObject *>root._prev
+        cdef PyObject *h = root._next
+        cdef PyObject *t = root._prev
         cdef PyObject **out = <PyObject **>malloc(n * sizeof(PyObject *))
         if out is NULL:
             raise MemoryError()
         while lo < hi:
             out[lo] = h
             out[hi] = t
-            Py_INCREF(<object>h)
-            Py_INCREF(<object>t)
-            h = <PyObject *>(<TimerTaskEntry>h)._next
-            t = <PyObject *>(<TimerTaskEntry>t)._prev
+            h = (<TimerTaskEntry>h)._next
+            t = (<TimerTaskEntry>t)._prev
             lo += 1
             hi -= 1
         if lo == hi:
             out[lo] = h
-            Py_INCREF(<object>h)
-        # The ring now only holds the entries; they keep each other alive
-        # until the caller clears their links (each holds a new reference).
-        root._next = root
-        root._prev = root
+        root._next = <PyObject *>root
+        root._prev = <PyObject *>root
         self._size = 0
         self._counter.value -= n
         return out
 
     cdef void _clear(self) noexcept:
-        # Break the ring (and every node's back-reference) without counting.
+        # Unlink every entry, dropping the ring's references.  One at a time,
+        # so the ring is consistent whenever a freed task's finalizer runs
+        # (and whatever it adds is cleared too).  The caller keeps the bucket
+        # alive (its wheel's list of buckets).
         cdef TimerTaskEntry root = self._root
-        cdef TimerTaskEntry node = root._next
-        cdef TimerTaskEntry nxt
-        while node is not root:
-            nxt = node._next
-            node._prev = None
-            node._next = None
-            node._list = None
-            node = nxt
-        root._prev = root
-        root._next = root
-        self._counter.value -= self._size
-        self._size = 0
+        while root._next != <PyObject *>root:
+            self._unlink(<TimerTaskEntry>root._next)
         self._has_expiration = False
 
     def _check(self):
         """Raise AssertionError unless the ring is consistent."""
         cdef TimerTaskEntry root = self._root
-        cdef TimerTaskEntry node = root
-        cdef TimerTaskEntry nxt
+        cdef PyObject *node = <PyObject *>root
+        cdef PyObject *nxt
         cdef Py_ssize_t count = 0
         if root._list is not None:
             raise AssertionError("sentinel root must not belong to a list")
         while True:
-            nxt = node._next
-            if nxt is None or nxt._prev is not node:
+            nxt = (<TimerTaskEntry>node)._next
+            if nxt is NULL or (<TimerTaskEntry>nxt)._prev != node:
                 raise AssertionError("broken prev/next links")
-            if nxt is root:
+            if nxt == <PyObject *>root:
                 break
-            if nxt._list is not self:
-                raise AssertionError(f"{nxt!r} is linked here but points elsewhere")
+            if (<TimerTaskEntry>nxt)._list is not self:
+                raise AssertionError(
+                    f"{<object>nxt!r} is linked here but points elsewhere"
+                )
             count += 1
             if count > self._size:
                 raise AssertionError("more nodes than the recorded size")
@@ -883,7 +874,7 @@ cdef class TimingWheel:
         """
         if not isinstance(entry, TimerTaskEntry):
             raise TypeError(f"entry must be a TimerTaskEntry, got {entry!r}")
-        if (<TimerTaskEntry>entry)._next is not None:
+        if (<TimerTaskEntry>entry)._next is not NULL:
             raise ValueError(f"{entry!r} is already linked in a bucket")
         return self._add(<TimerTaskEntry>entry)
 
@@ -1253,7 +1244,7 @@ cdef class TimerCore:
             if owner is not None and owner._counter is not self._counter:
                 raise ValueError(f"{task!r} is pending in another timer")
             if task._state == PENDING:
-                if owner is not None and task._next is not None:
+                if owner is not None and task._next is not NULL:
                     owner._unlink(task)
             else:
                 self._counter.value -= 1
@@ -1344,13 +1335,13 @@ cdef class TimerCore:
             n = bucket._size
             if n < DETACH_MIN:
                 root = bucket._root
-                node = root._next
+                node = <TimerTaskEntry>root._next
                 while node is not root:
-                    bucket._unlink(node)
+                    bucket._unlink(node)  # `node` keeps it alive
                     if not wheel._add(node):
                         self._expire(<TimerTask>node)
                         expired.append(node)
-                    node = root._next
+                    node = <TimerTaskEntry>root._next
             else:
                 nodes = bucket._detach()
                 i = 0
@@ -1359,14 +1350,14 @@ cdef class TimerCore:
                         if i + RUN_PREFETCH_AHEAD < n:
                             TW_PREFETCH(nodes[i + RUN_PREFETCH_AHEAD])
                         node = <TimerTaskEntry>nodes[i]
-                        node._prev = None
-                        node._next = None
+                        node._prev = NULL
+                        node._next = NULL
                         node._list = None
                         if not wheel._add(node):
                             self._expire(<TimerTask>node)
                             expired.append(node)
                         nodes[i] = NULL
-                        Py_DECREF(node)  # _detach's reference
+                        Py_DECREF(node)  # the ring's reference, from _detach
                         i += 1
                 except BaseException:
                     # Only a MemoryError from _add (a new wheel level): put
@@ -1374,8 +1365,8 @@ cdef class TimerCore:
                     # at the next poll, and keep the expired ones ready.
                     while i < n:
                         node = <TimerTaskEntry>nodes[i]
-                        node._prev = None
-                        node._next = None
+                        node._prev = NULL
+                        node._next = NULL
                         node._list = None
                         bucket._link(node)
                         nodes[i] = NULL
@@ -1459,7 +1450,7 @@ cdef class TimerCore:
         n = budget if budget < self._pc_left else self._pc_left
         root = best._root
         while looked < n:
-            node = root._next
+            node = <TimerTaskEntry>root._next
             if node is root:
                 self._pc_left = 0
                 break
