@@ -268,48 +268,70 @@ if uvloop is not None:
 # -- W3 stall: the longest poll on the manual clock ------------------------------
 
 
+STALL_POLICIES = {
+    # impl: (cascade early, wake for precascade work too)
+    "tickwheel": (True, True),
+    "tickwheel-due-wakes": (True, False),
+    "tickwheel-kafka-cascade": (False, False),
+}
+
+
 def stall(impl: str, n: int) -> dict[str, Any]:
-    """W3's load on a MockTimer stepped 1 ms at a time: the longest single poll.
+    """W3's load on a MockTimer driven as the reaper drives it: the longest poll.
 
     A poll is what the reaper does when a bucket is due; while it runs, no
     task runs, so its longest duration is the floor of the real-time p99.
-    ``tickwheel`` calls ``precascade`` to exhaustion between steps (what the
-    reaper does while idle); ``tickwheel-kafka-cascade`` does not (Kafka
-    cascades a bucket all at once when its slot starts).
+    The clock jumps from one wake-up to the next, as the reaper sleeps:
+    ``tickwheel`` wakes when a bucket is due or ``next_precascade_ms`` says
+    early cascading has work, and calls ``precascade`` to exhaustion after
+    each wake-up (what the reaper does while idle); ``tickwheel-due-wakes``
+    wakes only for due buckets (the reaper before it consulted
+    ``next_precascade_ms``); ``tickwheel-kafka-cascade`` never cascades
+    early (Kafka cascades a bucket all at once when its slot starts).
     """
     from tickwheel import timer as tw
 
-    early = impl == "tickwheel"
-    if impl not in ("tickwheel", "tickwheel-kafka-cascade"):
+    if impl not in STALL_POLICIES:
         raise ValueError(f"stall: unknown impl {impl!r}")
+    early, wake_for_work = STALL_POLICIES[impl]
     rnd = random.Random(7)
     lead = max(LEAD_MS, n * 5_000 // 1_000_000)
-    timer = tw.MockTimer(start_ms=0)
-    for _ in range(n):
-        timer.schedule(lead + rnd.random() * WINDOW_MS, _cb)
     clock = time.perf_counter_ns
     polls: list[int] = []
     precascade_ns = 0
-    for ms in range(1, lead + WINDOW_MS + 2):
-        timer.now_ns = ms * 1_000_000
-        t0 = clock()
-        due = timer.poll(ms)
-        polls.append(clock() - t0)
-        timer._run(due, None)
-        while early:
+    wakes = 0
+    # Where the window falls against the levels' slots decides which big
+    # bucket comes due inside it: try eight starts across a level-2 slot.
+    for start in range(0, 400, 50):
+        timer = tw.MockTimer(start_ms=start)
+        for _ in range(n):
+            timer.schedule(lead + rnd.random() * WINDOW_MS, _cb)
+        ms = start
+        while len(timer):
+            wake = [timer.next_expiration_ms]
+            if wake_for_work:
+                wake.append(timer.next_precascade_ms)
+            ms = max(ms, min(x for x in wake if x is not None))
+            timer.now_ns = ms * 1_000_000
+            wakes += 1
             t0 = clock()
-            looked = timer.precascade()
-            precascade_ns += clock() - t0
-            if not looked:
-                break
-    if len(timer):
-        raise RuntimeError(f"{len(timer)} tasks left")
-    window = polls[lead - 1 :]  # the polls while tasks fall due
-    window.sort()
+            due = timer.poll(ms)
+            elapsed = clock() - t0
+            if ms >= start + lead:
+                polls.append(elapsed)  # the polls while tasks fall due
+            timer._run(due, None)
+            while early:
+                t0 = clock()
+                looked = timer.precascade()
+                precascade_ns += clock() - t0
+                if not looked:
+                    break
+    polls.sort()
     return {
         "n": n,
-        "worst_poll_ms": window[-1] / 1e6,
-        "p99_poll_ms": window[int(0.99 * (len(window) - 1))] / 1e6,
+        "wakes": wakes,
+        "worst_poll_ms": polls[-1] / 1e6,
+        "p99_poll_ms": polls[int(0.99 * (len(polls) - 1))] / 1e6,
         "precascade_ms_total": precascade_ns / 1e6,
     }
 

@@ -15,6 +15,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 def _overflow_sizes(timer: Any) -> list[int]:
@@ -224,3 +226,158 @@ def test_reaper_survives_an_error_in_early_cascading(
         assert "early cascade disabled" in caplog.text
     finally:
         timer.close()
+
+
+def _level_moves(timer: Any) -> int:
+    """Sum over linked tasks of their level: a task moving down one level
+    lowers it by one, so a poll's drop in it counts the moves it made."""
+    total, level = 0, 1
+    wheel = timer.wheel.overflow_wheel
+    while wheel is not None:
+        total += level * sum(len(wheel.bucket(i)) for i in range(wheel.wheel_size))
+        wheel = wheel.overflow_wheel
+        level += 1
+    return total
+
+
+def _worst_poll_moves(timers: Any, start: int, n: int, wake_for_work: bool) -> int:
+    """Drive a MockTimer as the reaper does (jump to the next wake-up, poll,
+    run, precascade to exhaustion) and return the most moves one poll made.
+
+    ``wake_for_work``: wake at ``next_precascade_ms`` too, not only when a
+    bucket is due.
+    """
+    rnd = random.Random(3)
+    timer = timers.MockTimer(start_ms=start)
+    fired: list[tuple[int, int]] = []
+    for _ in range(n):
+        delay = 1_000 + rnd.randrange(500)
+        due = start + delay
+        timer.schedule(delay, lambda due=due: fired.append((due, timer.now_ms)))
+    worst = 0
+    ms = start
+    while len(timer):
+        wake = [timer.next_expiration_ms]
+        if wake_for_work:
+            wake.append(timer.next_precascade_ms)
+        ms = max(ms, min(x for x in wake if x is not None))
+        timer.now_ns = ms * 1_000_000
+        before = _level_moves(timer)
+        due = timer.poll(ms)
+        worst = max(worst, before - _level_moves(timer))
+        timer._run(due, None)
+        while timer.precascade():
+            pass
+    timer._check()
+    assert len(fired) == n and all(at == due for due, at in fired)
+    return worst
+
+
+@pytest.mark.parametrize("start", [0, 100, 200, 300])
+def test_waking_for_precascade_work_keeps_every_poll_small(
+    timers: Any, start: int
+) -> None:
+    """Where the window falls against the level-2 slots decides which big
+    bucket comes due inside it; whichever it is, a driver that also wakes at
+    next_precascade_ms leaves a poll little to cascade.  One that wakes only
+    for due buckets leaves up to most of a bucket to its slot start (the
+    stall of several ms the real-time reaper showed before it woke for it)."""
+    n = 8_000
+    assert _worst_poll_moves(timers, start, n, wake_for_work=True) <= n // 16
+    assert _worst_poll_moves(timers, start, n, wake_for_work=False) > n // 16
+
+
+def test_next_precascade_ms_is_when_a_bucket_comes_within_reach(timers: Any) -> None:
+    timer = timers.MockTimer(start_ms=0)
+    assert timer.next_precascade_ms is None  # idle
+    timer.schedule(5, lambda: None)
+    assert timer.next_precascade_ms is None  # level 0 only
+    timer = timers.MockTimer(start_ms=0)
+    _load(timer, 2_000)  # level-2 slots 800-1200 and 1200-1600
+    # The slot starting at 800 is eligible once level 1 (400 ms reach, 20 ms
+    # tick) reaches half of it: 800 + 200 - 400 = 600.
+    assert timer.next_precascade_ms == 600
+    for ms in (1, 300, 599):
+        timer.now_ns = ms * 1_000_000  # nothing is due before 800
+        assert timer.precascade() == 0
+        assert timer.next_precascade_ms == 600
+    timer.now_ns = 600 * 1_000_000
+    assert timer.precascade() > 0
+    while timer.precascade():
+        pass
+    # Passed over until level 1's reach grows by 400 / 8 = 50 ms, which it
+    # does in steps of its 20 ms tick: 1000 -> 1060 at 660.
+    assert timer.next_precascade_ms == 660
+    timer.now_ns = 659 * 1_000_000
+    assert timer.precascade() == 0
+    timer.now_ns = 660 * 1_000_000
+    assert timer.precascade() > 0
+    timer._check()
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_reaper_sleeps_only_until_precascade_has_work(
+    timers: Any, early: bool, fake_clock: Any, no_thread_leak: None
+) -> None:
+    fake_clock.ns = 0
+    timer = timers.SystemTimer(name="pc", clock=fake_clock, cascade_early=early)
+    timeouts: list[float | None] = []
+    wait = timer._cond.wait
+
+    def recording_wait(timeout: float | None = None) -> bool:
+        timeouts.append(timeout)
+        return wait(timeout)
+
+    timer._cond.wait = recording_wait
+    try:
+        _load(timer, 2_000)
+        assert timer.next_expiration_ms == 800
+        assert timer.next_precascade_ms == 600
+        with timer._cond:
+            timer._cond.notify_all()
+        # Early cascading has work at 600 ms; without it, the next thing
+        # to wake for is the bucket due at 800 ms.
+        expected = 0.6 if early else 0.8
+        assert _wait_for(lambda: expected in timeouts)
+        assert 0.6 not in timeouts or early
+    finally:
+        timer.close()
+
+
+# `timers` only names the two cores' classes: nothing to reset between examples.
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    start=st.integers(0, 10_000),
+    delays=st.lists(st.integers(1, 30_000), min_size=1, max_size=200),
+    tick_ms=st.sampled_from([1, 3]),
+    wheel_size=st.sampled_from([4, 20]),
+)
+def test_precascade_finds_no_work_before_next_precascade_ms(
+    timers: Any, start: int, delays: list[int], tick_ms: int, wheel_size: int
+) -> None:
+    """Between wake-ups (no bucket due, next_precascade_ms not reached) the
+    reaper could call precascade at every ms and find nothing to do: so
+    sleeping until the sooner of the two loses no early cascading."""
+    timer = timers.MockTimer(start_ms=start, tick_ms=tick_ms, wheel_size=wheel_size)
+    for delay in delays:
+        timer.schedule(delay, lambda: None)
+    ms = start
+    while len(timer):
+        while timer.precascade():
+            pass
+        nxt = timer.next_precascade_ms
+        due = timer.next_expiration_ms
+        assert due is not None
+        assert nxt is None or nxt > ms
+        quiet_until = due if nxt is None else min(due, nxt)
+        for t in range(ms + 1, min(quiet_until, ms + 200)):
+            timer.now_ns = t * 1_000_000
+            assert timer.precascade() == 0, (t, nxt, due)
+        ms = max(ms, quiet_until)
+        timer.now_ns = ms * 1_000_000
+        timer._run(timer.poll(ms), None)
+        timer._check()

@@ -1381,6 +1381,45 @@ cdef class TimerCore:
             bucket._has_expiration = False
         return expired
 
+    @property
+    def next_precascade_ms(self):
+        """When precascade() may next find work (ms, after now), or None.
+
+        The earliest time later than now at which an overflow bucket's slot
+        overlaps the lower level's reach by half (it becomes eligible), or
+        the bucket being moved down may be passed over again.  A driver that
+        sleeps until the next due bucket should also wake by then, or the
+        work waits for the bucket's slot to start (SystemTimer's reaper does).
+
+        Runtime complexity: O(levels x wheel_size).
+        """
+        cdef int64_t now_ms = _floordiv(self._now_ns(), NS_PER_MS)
+        cdef TimingWheel lower = self._wheel
+        cdef TimingWheel wheel = lower._overflow
+        cdef TimerTaskList bucket
+        cdef int64_t span, need, at, best = 0
+        cdef bint found = False
+        while wheel is not None:
+            span = wheel._tick_ms
+            for obj in wheel._buckets:
+                bucket = <TimerTaskList>obj
+                if not (bucket._size and bucket._has_expiration):
+                    continue
+                # precascade's test: 2 * (horizon - expiration) >= span.
+                need = bucket._expiration_ms + (span + 1) // 2
+                if (bucket is self._pc_bucket
+                        and bucket._expiration_ms == self._pc_expiration
+                        and self._pc_left <= 0 and self._pc_horizon >= 0):
+                    need = max(need, self._pc_horizon + (span // 8 if span >= 8 else 1))
+                # The lower level's horizon at t: t to its tick, plus its reach.
+                at = _ceil_to(need - lower._interval_ms, lower._tick_ms)
+                if at > now_ms and (not found or at < best):
+                    best = at
+                    found = True
+            lower = wheel
+            wheel = wheel._overflow
+        return best if found else None
+
     def precascade(self, max_entries=PRECASCADE_CHUNK):
         """Move tasks of the next overflow bucket down a level before it is due.
 

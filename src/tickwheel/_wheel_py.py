@@ -1050,6 +1050,48 @@ class TimerCore:
                 bucket._expiration_ms = None
             return expired
 
+    @property
+    def next_precascade_ms(self) -> int | None:
+        """When precascade() may next find work (ms, after now), or None.
+
+        The earliest time later than now at which an overflow bucket's slot
+        overlaps the lower level's reach by half (it becomes eligible), or
+        the bucket being moved down may be passed over again.  A driver that
+        sleeps until the next due bucket should also wake by then, or the
+        work waits for the bucket's slot to start (SystemTimer's reaper does).
+
+        Runtime complexity: O(levels x wheel_size).
+        """
+        with _LOCK:
+            now_ms = self.now_ns // _NS_PER_MS
+            lower = self._wheel
+            wheel = lower._overflow
+            best: int | None = None
+            while wheel is not None:
+                span = wheel._tick_ms
+                for bucket in wheel._buckets:
+                    expiration = bucket._expiration_ms
+                    if not bucket._size or expiration is None:
+                        continue
+                    # precascade's test: 2 * (horizon - expiration) >= span.
+                    need = expiration + (span + 1) // 2
+                    if (
+                        bucket is self._pc_bucket
+                        and expiration == self._pc_expiration
+                        and self._pc_left <= 0
+                        and self._pc_horizon >= 0
+                    ):
+                        step = span // 8 if span >= 8 else 1
+                        need = max(need, self._pc_horizon + step)
+                    # The lower level's horizon at t: t to its tick, plus its reach.
+                    tick = lower._tick_ms
+                    at = -((lower._interval_ms - need) // tick) * tick
+                    if at > now_ms and (best is None or at < best):
+                        best = at
+                lower = wheel
+                wheel = wheel._overflow
+            return best
+
     def precascade(self, max_entries: int = PRECASCADE_CHUNK) -> int:
         """Move tasks of the next overflow bucket down a level before it is due.
 

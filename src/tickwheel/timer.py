@@ -219,6 +219,11 @@ class _SystemTimerMixin(_CoreBase):
                         # Re-read the queue: an add() may have notified
                         # while the lock was released.
                         continue
+                    if self._cascade_early:
+                        # Wake also when early cascading has work again (an
+                        # overflow bucket's slot comes within reach), or that
+                        # work waits for the slot to start, all at once.
+                        due_in = self._min_wait(due_in, self.next_precascade_ms)
                     # Sleeps with the GIL released; add() and close() notify.
                     self._cond.wait(None if due_in is None else due_in / 1e9)
                     idle_work = True
@@ -226,6 +231,13 @@ class _SystemTimerMixin(_CoreBase):
                 self._expire_due()
             except BaseException:  # the reaper must survive anything
                 logger.exception("tickwheel reaper %r: error while expiring", self.name)
+
+    def _min_wait(self, due_in: int | None, at_ms: int | None) -> int | None:
+        """The sooner of ``due_in`` (ns) and the time ``at_ms``, as ns from now."""
+        if at_ms is None:
+            return due_in
+        until = at_ms * _NS_PER_MS - self.now_ns
+        return until if due_in is None else min(due_in, until)
 
     def _cascade_chunk(self) -> bool:
         """One chunk of early cascading, outside the lock; True iff it did work.
