@@ -712,3 +712,32 @@ def test_the_timer_owns_pending_tasks_and_lets_go_of_done_ones(timers):
     assert [i for i, ref in enumerate(refs) if ref() is not None] == []
     assert len(timer) == 0
     timer._check()
+
+
+def test_the_worker_polls_what_came_due_while_it_ran_a_batch(
+    timers, fake_clock, no_thread_leak
+):
+    """No reaper here and nobody calls advance_clock after the first batch:
+    only the executor's worker, finishing a batch, can see that the next
+    bucket came due meanwhile, and it polls it itself, in deadline order."""
+    timer = timers.SystemTimer(name="w", clock=fake_clock, reaper=False)
+    ran = []
+    done = threading.Event()
+
+    def first():
+        ran.append(("first", timer.now_ms))
+        fake_clock.advance_ms(25)  # the tasks due at +20 and +22 fall due
+
+    try:
+        start = timer.now_ms
+        timer.schedule(10, first)
+        timer.schedule(22, lambda: (ran.append(("third", timer.now_ms)), done.set()))
+        timer.schedule(20, lambda: ran.append(("second", timer.now_ms)))
+        fake_clock.advance_ms(10)
+        assert timer.advance_clock(0)  # hands the first batch to the worker
+        assert done.wait(10)
+        assert [name for name, _ in ran] == ["first", "second", "third"]
+        assert ran[0][1] == start + 10 and ran[1][1] == ran[2][1] == start + 35
+        assert len(timer) == 0
+    finally:
+        timer.close()
