@@ -381,3 +381,34 @@ def test_precascade_finds_no_work_before_next_precascade_ms(
         timer.now_ns = ms * 1_000_000
         timer._run(timer.poll(ms), None)
         timer._check()
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_the_worker_cascades_early_between_batches(
+    timers: Any, early: bool, fake_clock: Any, no_thread_leak: None
+) -> None:
+    """No reaper: after running a batch, the executor's worker does the early
+    cascading the reaper would have done (and the reaper leaves it alone
+    while the worker is busy, so the two never compete for the GIL)."""
+    fake_clock.ns = 0
+    timer = timers.SystemTimer(
+        name="wc", clock=fake_clock, reaper=False, cascade_early=early
+    )
+    try:
+        _load(timer, 2_000)  # level-2 slots 800-1200 and 1200-1600
+        before = _overflow_sizes(timer)[1]
+        done = threading.Event()
+        timer.schedule(700, done.set)
+        fake_clock.advance_ms(700)  # slot 800 is within reach since 600
+        assert timer.advance_clock(0)
+        assert done.wait(10)
+        if early:
+            assert _wait_for(lambda: _overflow_sizes(timer)[1] < before)
+            assert _wait_for(lambda: timer.precascade() == 0)
+        else:
+            time.sleep(0.05)  # give a wrongly eager worker time to move them
+            assert _overflow_sizes(timer)[1] == before
+        assert len(timer) == 2_000
+        timer._check()
+    finally:
+        timer.close()

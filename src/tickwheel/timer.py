@@ -151,6 +151,9 @@ class _SystemTimerMixin(_CoreBase):
         # Held across poll + hand-over to the worker, so batches reach it in
         # deadline order whichever thread polled (see _expire_due).
         self._handover = threading.Lock()
+        # True while the executor's worker runs a batch or cascades early
+        # itself: the reaper then leaves early cascading to it.
+        self._worker_active = False
         self._stopping = False
         self._batches: SimpleQueue[list[TimerTask] | None] | None = None
         self._worker: threading.Thread | None = None
@@ -216,6 +219,7 @@ class _SystemTimerMixin(_CoreBase):
                         and self._cascade_early
                         and due_in is not None
                         and due_in >= _CASCADE_IDLE_NS
+                        and not self._worker_active
                     ):
                         # Idle until the next bucket: move a chunk of the next
                         # big overflow bucket down now (see precascade).
@@ -331,27 +335,48 @@ class _SystemTimerMixin(_CoreBase):
         assert self._batches is not None
         batches = self._batches
         while True:
+            self._worker_active = False
             batch = batches.get()
             if batch is None:
                 return
+            self._worker_active = True
             self._run_batch(batch)
-            if batches.empty() and not self._stopping:
-                self._poll_from_worker()
+            self._after_batch(batches)
 
-    def _poll_from_worker(self) -> None:
-        """After a batch, poll here what came due while it ran.
+    def _after_batch(self, batches: SimpleQueue[list[TimerTask] | None]) -> None:
+        """Between batches: poll what came due, cascade early while idle.
 
         Under load the next bucket is often due by the time a batch is done.
         This thread holds the GIL; the reaper, waking for that bucket, would
         first have to take the GIL from it, then hand the batch back to it:
-        two thread wake-ups on the tasks' critical path instead of none.
+        two thread wake-ups on the tasks' critical path instead of none.  For
+        the same reason early cascading is done here while the worker is
+        active, not on the reaper, which would compete with the callbacks
+        for the GIL.  Stops as soon as a batch is queued or one comes due.
         """
         try:
-            due_in = self._due_in_ns()
-            if due_in is not None and due_in <= 0:
-                self._expire_due()
+            while batches.empty() and not self._stopping:
+                due_in = self._due_in_ns()
+                if due_in is not None and due_in <= 0:
+                    self._expire_due()
+                    continue
+                if not (
+                    self._cascade_early
+                    and due_in is not None
+                    and due_in >= _CASCADE_IDLE_NS
+                    and self._worker_cascade_chunk()
+                ):
+                    return
         except BaseException:  # the worker must survive anything
             logger.exception("tickwheel worker %r: error while expiring", self.name)
+
+    def _worker_cascade_chunk(self) -> bool:
+        try:
+            return self.precascade(_CASCADE_CHUNK) > 0
+        except BaseException:  # as on the reaper: fall back to Kafka's way
+            self._cascade_early = False
+            logger.exception("tickwheel worker %r: early cascade disabled", self.name)
+            return False
 
     # -- public API -----------------------------------------------------------
     def advance_clock(self, timeout_ms: int | float = 0) -> bool:
