@@ -1189,14 +1189,8 @@ cdef class TimerCore:
         cdef PyObject *o
         cdef int64_t delay_ns
         if task_type is TimerTask:
-            # schedule()'s path.  A task made here is idle and holds its
-            # callable, so _add's checks for a re-added task are skipped.
-            task = _new_task(fn, args)
-            delay_ns = _delay_to_ns(delay_ms, task)
-            if self._add_new(task, delay_ns):
-                self._on_wake()
-            return task
-        if tw_keeps_task_new(task_type):
+            task = _new_task(fn, args)  # schedule()'s path
+        elif tw_keeps_task_new(task_type):
             # No __init__, no **kwargs dict, no Python frame, no tp_new adapter.
             o = tw_alloc(task_type)
             if o is NULL:
@@ -1204,16 +1198,20 @@ cdef class TimerCore:
             TW_TASK_INIT(o, <PyObject *>fn, <PyObject *>args)
             task = <TimerTask>o
             Py_DECREF(task)
+        else:
+            # A subtype with its own __new__, which may have done anything:
+            # the full checks of _add.
+            task = <TimerTask>tw_new_instance(task_type)
             delay_ns = _delay_to_ns(delay_ms, task)
-            if self._add_new(task, delay_ns):
+            task._fn = fn
+            task._args = args
+            if self._add(task, delay_ns):
                 self._on_wake()
             return task
-        # A subtype with its own __new__, which may have done anything.
-        task = <TimerTask>tw_new_instance(task_type)
+        # A task made here is idle and holds its callable: _add's checks for
+        # a re-added task are skipped.
         delay_ns = _delay_to_ns(delay_ms, task)
-        task._fn = fn
-        task._args = args
-        if self._add(task, delay_ns):
+        if self._add_new(task, delay_ns):
             self._on_wake()
         return task
 
