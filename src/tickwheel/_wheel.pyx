@@ -11,7 +11,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.type cimport PyType_Check, PyType_IsSubtype
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.ref cimport Py_DECREF
 from libc.stdlib cimport free, malloc
 
 import numbers
@@ -236,22 +236,14 @@ cdef extern from *:
     #define TW_LIST_ITEM(l, i) PyList_GET_ITEM((l), (i))
 
 
-    /* Expanded where Cython's struct is defined: store None in each object
-       field of a popped node (they are NULL, so nothing is released); the
-       ring links are borrowed pointers and stay NULL (unlinked). */
-    #define TW_NONE_INTO(field) do { (field) = (void *)Py_None; Py_INCREF(Py_None); } while (0)
-    #define TW_TASK_INIT_NONE(o) do { \
-        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *p_ = \
-            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
-        TW_NONE_INTO(p_->__pyx_base._list); \
-        TW_NONE_INTO(p_->_fn); \
-        TW_NONE_INTO(p_->_args); \
-    } while (0)
-    /* The same with the callable and its arguments stored at once. */
+    /* Expanded where Cython's struct is defined: fill the object fields of
+       a new node (all NULL, so nothing is released): no bucket, the callable
+       and its arguments.  The ring links are borrowed pointers and stay NULL
+       (unlinked). */
     #define TW_TASK_INIT(o, fn, args) do { \
         struct __pyx_obj_9tickwheel_6_wheel_TimerTask *p_ = \
             (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
-        TW_NONE_INTO(p_->__pyx_base._list); \
+        p_->__pyx_base._list = (void *)Py_None; Py_INCREF(Py_None); \
         Py_INCREF(fn); p_->_fn = (fn); \
         Py_INCREF(args); p_->_args = (args); \
     } while (0)
@@ -295,7 +287,6 @@ cdef extern from *:
         return o;
     }
     """
-    void TW_TASK_INIT_NONE(PyObject *o)
     void TW_TASK_INIT(PyObject *o, PyObject *fn, PyObject *args)
     PyObject *TW_TASK_POP()
     bint tw_small_int(object o, long long *out)

@@ -258,16 +258,23 @@ class _SystemTimerMixin(_CoreBase):
         """
         self._cond.release()
         try:
-            looked = self.precascade(_CASCADE_CHUNK)
+            looked = self._precascade_chunk()
             if looked:
                 time.sleep(0)
-            return looked > 0
-        except BaseException:  # never kill the reaper; fall back to Kafka's way
-            self._cascade_early = False
-            logger.exception("tickwheel reaper %r: early cascade disabled", self.name)
-            return False
+            return looked
         finally:
             self._cond.acquire()
+
+    def _precascade_chunk(self) -> bool:
+        """precascade() one chunk; True iff it did work.  An error in it
+        turns early cascading off (Kafka's way from then on), never kills
+        the calling thread (the reaper or the executor's worker)."""
+        try:
+            return self.precascade(_CASCADE_CHUNK) > 0
+        except BaseException:
+            self._cascade_early = False
+            logger.exception("tickwheel timer %r: early cascade disabled", self.name)
+            return False
 
     def _expire_due(self, reraise: bool = False) -> bool:
         if self._batches is not None:
@@ -364,19 +371,11 @@ class _SystemTimerMixin(_CoreBase):
                     self._cascade_early
                     and due_in is not None
                     and due_in >= _CASCADE_IDLE_NS
-                    and self._worker_cascade_chunk()
+                    and self._precascade_chunk()
                 ):
                     return
         except BaseException:  # the worker must survive anything
             logger.exception("tickwheel worker %r: error while expiring", self.name)
-
-    def _worker_cascade_chunk(self) -> bool:
-        try:
-            return self.precascade(_CASCADE_CHUNK) > 0
-        except BaseException:  # as on the reaper: fall back to Kafka's way
-            self._cascade_early = False
-            logger.exception("tickwheel worker %r: early cascade disabled", self.name)
-            return False
 
     # -- public API -----------------------------------------------------------
     def advance_clock(self, timeout_ms: int | float = 0) -> bool:
