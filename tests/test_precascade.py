@@ -316,25 +316,35 @@ def test_next_precascade_ms_is_when_a_bucket_comes_within_reach(timers: Any) -> 
 
 
 @pytest.mark.parametrize("early", [True, False])
-def test_reaper_sleeps_only_until_precascade_has_work(
-    timers: Any, early: bool, fake_clock: Any, no_thread_leak: None
+@pytest.mark.parametrize("keeper", ["worker", "reaper"])
+def test_timekeeper_sleeps_only_until_precascade_has_work(
+    timers: Any, early: bool, keeper: str, fake_clock: Any, no_thread_leak: None
 ) -> None:
+    """The thread that keeps time (the idle worker of the default executor,
+    else the reaper) sleeps until the sooner of the next due bucket and the
+    next time early cascading has work."""
     fake_clock.ns = 0
-    timer = timers.SystemTimer(name="pc", clock=fake_clock, cascade_early=early)
+    timer = timers.SystemTimer(
+        name="pc",
+        clock=fake_clock,
+        cascade_early=early,
+        executor=None if keeper == "worker" else "inline",
+    )
+    cond = timer._work_cond if keeper == "worker" else timer._reaper_cond
     timeouts: list[float | None] = []
-    wait = timer._cond.wait
+    wait = cond.wait
 
     def recording_wait(timeout: float | None = None) -> bool:
         timeouts.append(timeout)
         return wait(timeout)
 
-    timer._cond.wait = recording_wait
+    cond.wait = recording_wait
     try:
         _load(timer, 2_000)
         assert timer.next_expiration_ms == 800
         assert timer.next_precascade_ms == 600
-        with timer._cond:
-            timer._cond.notify_all()
+        with cond:
+            cond.notify_all()
         # Early cascading has work at 600 ms; without it, the next thing
         # to wake for is the bucket due at 800 ms.
         expected = 0.6 if early else 0.8
@@ -387,9 +397,9 @@ def test_precascade_finds_no_work_before_next_precascade_ms(
 def test_the_worker_cascades_early_between_batches(
     timers: Any, early: bool, fake_clock: Any, no_thread_leak: None
 ) -> None:
-    """No reaper: after running a batch, the executor's worker does the early
-    cascading the reaper would have done (and the reaper leaves it alone
-    while the worker is busy, so the two never compete for the GIL)."""
+    """No reaper: after running a batch, the executor's worker polls what
+    came due and does the early cascading itself (nobody else would until
+    the next advance_clock)."""
     fake_clock.ns = 0
     timer = timers.SystemTimer(
         name="wc", clock=fake_clock, reaper=False, cascade_early=early

@@ -741,3 +741,128 @@ def test_the_worker_polls_what_came_due_while_it_ran_a_batch(
         assert len(timer) == 0
     finally:
         timer.close()
+
+
+def _recording(cls):
+    """``cls`` whose polls record (thread name, whether a batch came back)."""
+
+    class Recording(cls):
+        def __init__(self, *args, **kwargs):
+            self.polls = []
+            super().__init__(*args, **kwargs)
+
+        def _expire_due(self, reraise=False):
+            got = super()._expire_due(reraise)
+            self.polls.append((threading.current_thread().name, got))
+            return got
+
+    return Recording
+
+
+def _until(predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def test_the_idle_worker_keeps_time_not_the_reaper(timers, fake_clock, no_thread_leak):
+    """Default executor: the idle worker sleeps until the bucket is due,
+    polls it and runs it; the reaper, a backup, takes no part (handing each
+    batch over from it would add a second thread wake-up to every task)."""
+    timer = _recording(timers.SystemTimer)(name="k", clock=fake_clock)
+    ran = []
+    try:
+        for ms in (10, 20, 30):
+            timer.schedule(
+                ms, lambda ms=ms: ran.append((ms, threading.current_thread().name))
+            )
+        for _ in range(3):
+            fake_clock.advance_ms(10)
+            timer._on_wake()  # the clock is fake: say that time moved
+            assert _until(lambda: len(ran) == _ + 1)
+        assert ran == [(10, "k-executor"), (20, "k-executor"), (30, "k-executor")]
+        assert {name for name, got in timer.polls if got} == {"k-executor"}
+        assert len(timer) == 0
+    finally:
+        timer.close()
+
+
+def test_the_reaper_expires_what_a_busy_worker_left_due(
+    timers, fake_clock, no_thread_leak
+):
+    """A long task keeps the worker busy: the reaper expires the buckets that
+    have been due _BACKUP_NS (not sooner), the tasks stay counted until they
+    run, and they run on the worker, in order, once it is free."""
+    from tickwheel import timer as timer_mod
+
+    backup_ms = timer_mod._BACKUP_NS // 1_000_000
+    timer = _recording(timers.SystemTimer)(name="b", clock=fake_clock)
+    release, started = threading.Event(), threading.Event()
+    ran = []
+
+    def block():
+        started.set()
+        release.wait(10)
+
+    try:
+        timer.schedule(10, block)
+        timer.schedule(
+            15, lambda: ran.append(("second", threading.current_thread().name))
+        )
+        timer.schedule(
+            16, lambda: ran.append(("third", threading.current_thread().name))
+        )
+        fake_clock.advance_ms(10)
+        timer._on_wake()
+        assert started.wait(10)
+        # Due, but not for long enough: the reaper leaves it to the worker.
+        fake_clock.advance_ms(5 + backup_ms - 2)
+        with timer._cond:
+            timer._reaper_cond.notify()
+        time.sleep(0.05)
+        assert not [p for p in timer.polls if p[0] == "b-reaper" and p[1]]
+        assert len(timer) == 2
+        # Due for _BACKUP_NS: the reaper's own timed wait finds it.
+        fake_clock.advance_ms(2)
+        assert _until(lambda: ("b-reaper", True) in timer.polls)
+        assert len(timer) == 2 and ran == []  # expired, queued, not yet run
+        release.set()
+        assert _until(lambda: len(ran) == 2)
+        assert ran == [("second", "b-executor"), ("third", "b-executor")]
+        assert len(timer) == 0
+    finally:
+        release.set()
+        timer.close()
+
+
+def test_close_cancels_batches_the_busy_worker_had_not_run(
+    timers, fake_clock, no_thread_leak
+):
+    timer = timers.SystemTimer(name="c", clock=fake_clock)
+    release, started = threading.Event(), threading.Event()
+
+    def block():
+        started.set()
+        release.wait(10)
+
+    closer = threading.Thread(target=timer.close, name="closer")
+    try:
+        timer.schedule(10, block)
+        fake_clock.advance_ms(10)
+        timer._on_wake()
+        assert started.wait(10)
+        later = [timer.schedule(5, lambda: None) for _ in range(3)]
+        fake_clock.advance_ms(5)
+        assert timer.advance_clock(0)  # polled, queued behind the blocked task
+        assert len(timer) == 3
+        closer.start()  # returns once the running task does
+        assert _until(lambda: all(task.cancelled for task in later))
+        assert len(timer) == 0 and closer.is_alive()
+    finally:
+        release.set()
+        if closer.is_alive():
+            closer.join()
+        timer.close()

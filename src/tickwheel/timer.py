@@ -1,12 +1,17 @@
 """SystemTimer and MockTimer: thin Python drivers over the timing-wheel core.
 
 Kafka's ``SystemTimer`` pairs a hierarchical timing wheel with a reaper
-thread that polls a ``DelayQueue`` of buckets every 200 ms.  tickwheel keeps
-the shape and removes the poll: the reaper sleeps on a condition variable
+thread that polls a ``DelayQueue`` of buckets every 200 ms and hands expired
+tasks to a one-thread executor.  tickwheel keeps the shape and removes the
+poll: the thread keeping time sleeps on a condition variable
 (``threading.Condition.wait`` releases the GIL) exactly until the earliest
 bucket is due, and :meth:`~tickwheel._wheel_py.TimerCore.add` wakes it at once
 when a task lands in a bucket earlier than everything pending, or is already
-due.  Expired tasks go to an executor so slow callbacks never delay the clock.
+due.  With the default executor that thread is the executor's worker itself
+whenever it is idle, so a due bucket costs one thread wake-up, not two (a
+reaper's, then the worker's); the reaper is then a backup that expires what
+a long-running task has kept the worker from polling.  With ``"inline"`` or
+a ``concurrent.futures.Executor`` the reaper keeps time and dispatches.
 
 :class:`MockTimer` is the same wheel on a manual clock: no threads, tasks run
 inside :meth:`MockTimer.advance_clock`, in deadline order, and ``now_ms``
@@ -35,7 +40,7 @@ import os
 import threading
 import time
 import weakref
-from queue import SimpleQueue
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 from . import _wheel_py
@@ -80,10 +85,16 @@ def _check_ms(value: object, name: str) -> int:
     return math.ceil(value * _NS_PER_MS)
 
 
-# The reaper's idle-time cascading (see TimerCore.precascade): tasks looked at
-# per call (about 10 us compiled), and the least idle time worth using.
+# Idle-time cascading by the thread keeping time (see TimerCore.precascade):
+# tasks looked at per call (about 10 us compiled), and the least idle time
+# worth using.
 _CASCADE_CHUNK = 256
 _CASCADE_IDLE_NS = 100_000
+
+# With the default executor the worker polls each bucket as it falls due; the
+# reaper expires only what has been due this long, which happens when a long
+# task keeps the worker busy (it would run those tasks later anyway).
+_BACKUP_NS = 20 * _NS_PER_MS
 
 # Every open SystemTimer, for the fork and exit hooks below.
 _LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -147,27 +158,40 @@ class _SystemTimerMixin(_CoreBase):
         self._cascade_early = cascade_early
         self._on_error: ErrorHandler = on_error if on_error is not None else _log_error
         self._executor = executor
-        self._cond = threading.Condition(threading.Lock())
-        # Held across poll + hand-over to the worker, so batches reach it in
-        # deadline order whichever thread polled (see _expire_due).
-        self._handover = threading.Lock()
-        # True while the executor's worker runs a batch or cascades early
-        # itself: the reaper then leaves early cascading to it.
-        self._worker_active = False
+        self._use_reaper = bool(reaper)
+        # With the default executor and a reaper, the worker keeps time
+        # itself whenever it is idle (see _work) and the reaper is a backup.
+        self._worker_keeps_time = executor is None and self._use_reaper
+        self._init_sync()
         self._stopping = False
-        self._batches: SimpleQueue[list[TimerTask] | None] | None = None
         self._worker: threading.Thread | None = None
         self._reaper: threading.Thread | None = None
-        self._use_reaper = bool(reaper)
         # Due tasks a BaseException (Ctrl-C) cut short on the advance_clock
         # caller's thread: still expired and counted, run by the next call.
         self._undone: list[TimerTask] = []
         self._start_threads()
         _LIVE.add(self)
 
+    def _init_sync(self) -> None:
+        lock = threading.Lock()
+        # Three conditions on one lock, so each wake-up reaches only the
+        # thread it is for: advance_clock's callers wait on _cond, the reaper
+        # on _reaper_cond, the executor's worker on _work_cond.
+        self._cond = threading.Condition(lock)
+        self._reaper_cond = threading.Condition(lock)
+        self._work_cond = threading.Condition(lock)
+        # Held across poll + hand-over to the worker, so batches reach it in
+        # deadline order whichever thread polled (see _expire_due).
+        self._handover = threading.Lock()
+        # Batches for the default executor's worker, in deadline order.
+        self._batches: deque[list[TimerTask]] = deque()
+        # The worker is idle and keeping time: add() wakes it, not the reaper.
+        self._worker_idle = False
+        # The reaper sleeps with nothing pending, untimed: add() wakes it.
+        self._reaper_parked = False
+
     def _start_threads(self) -> None:
         if self._executor is None:
-            self._batches = SimpleQueue()
             self._worker = threading.Thread(
                 target=self._work, name=f"{self.name}-executor", daemon=True
             )
@@ -179,23 +203,29 @@ class _SystemTimerMixin(_CoreBase):
             self._reaper.start()
 
     def _reinit_after_fork(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._handover = threading.Lock()
+        old = self._batches
+        self._init_sync()
         if self._stopping:
             self._reaper = self._worker = None
             return
         self.cancel_all()
-        old = self._batches
-        while old is not None and not old.empty():
-            for task in old.get_nowait() or ():
+        for batch in old:
+            for task in batch:
                 task.cancel()
         self._start_threads()
 
     # -- waking and waiting -------------------------------------------------
     def _on_wake(self) -> None:
-        # Called by the core after an add that needs the reaper's attention.
+        # Called by the core after an add that needs attention: a task is
+        # due already or sits in a bucket earlier than everything pending.
+        # Only the thread keeping time must hear of it (and advance_clock's
+        # callers, if any): the worker while it is idle, else the reaper.
         with self._cond:
             self._cond.notify_all()
+            if self._worker_idle:
+                self._work_cond.notify()
+            if self._reaper_parked or not self._worker_keeps_time:
+                self._reaper_cond.notify()
 
     def _due_in_ns(self) -> int | None:
         """Nanoseconds until the next bucket is due (<= 0: due now), or None."""
@@ -205,13 +235,28 @@ class _SystemTimerMixin(_CoreBase):
         return int(nxt * _NS_PER_MS - self.now_ns)
 
     def _reap(self) -> None:
+        cond = self._reaper_cond
         while True:
-            with self._cond:
+            with cond:
                 idle_work = True
                 while True:
                     if self._stopping:
                         return
                     due_in = self._due_in_ns()
+                    if self._worker_keeps_time:
+                        # The backup: the worker polls each bucket when it is
+                        # due unless a long task keeps it busy; what has been
+                        # due _BACKUP_NS is expired here, so len() and the
+                        # wheel stay current meanwhile.  Wakes once per
+                        # bucket at most, well after the worker has run it.
+                        if due_in is not None and due_in <= -_BACKUP_NS:
+                            break
+                        self._reaper_parked = due_in is None
+                        if due_in is not None:
+                            due_in += _BACKUP_NS
+                        cond.wait(None if due_in is None else due_in / 1e9)
+                        self._reaper_parked = False
+                        continue
                     if due_in is not None and due_in <= 0:
                         break
                     if (
@@ -219,7 +264,6 @@ class _SystemTimerMixin(_CoreBase):
                         and self._cascade_early
                         and due_in is not None
                         and due_in >= _CASCADE_IDLE_NS
-                        and not self._worker_active
                     ):
                         # Idle until the next bucket: move a chunk of the next
                         # big overflow bucket down now (see precascade).
@@ -233,7 +277,7 @@ class _SystemTimerMixin(_CoreBase):
                         # work waits for the slot to start, all at once.
                         due_in = self._min_wait(due_in, self.next_precascade_ms)
                     # Sleeps with the GIL released; add() and close() notify.
-                    self._cond.wait(None if due_in is None else due_in / 1e9)
+                    cond.wait(None if due_in is None else due_in / 1e9)
                     idle_work = True
             try:
                 self._expire_due()
@@ -250,11 +294,12 @@ class _SystemTimerMixin(_CoreBase):
     def _cascade_chunk(self) -> bool:
         """One chunk of early cascading, outside the lock; True iff it did work.
 
-        Called by the reaper with ``_cond`` held.  The lock is released so
-        that add() and close() are never kept waiting, and the GIL is yielded
-        after the chunk: without that, the reaper keeps it until the
-        interpreter's switch interval (5 ms) forces it out, and the executor
-        thread, woken for a due batch, waits that long.
+        Called with the lock held (by the reaper, or the idle worker).  The
+        lock is released so that add() and close() are never kept waiting,
+        and the GIL is yielded after the chunk: without that, this thread
+        keeps it until the interpreter's switch interval (5 ms) forces it
+        out, and a thread woken meanwhile (the one that runs due tasks, or
+        one calling add) waits that long.
         """
         self._cond.release()
         try:
@@ -277,15 +322,17 @@ class _SystemTimerMixin(_CoreBase):
             return False
 
     def _expire_due(self, reraise: bool = False) -> bool:
-        if self._batches is not None:
-            # The worker's queue: put each batch while still holding the lock
-            # under which it was polled (the reaper, advance_clock's caller
-            # and the worker itself all poll), so batches stay in order.
-            # Nothing is ever left in _undone on this path.
+        if self._executor is None:
+            # The worker's queue: append each batch while still holding the
+            # lock under which it was polled (the reaper, advance_clock's
+            # caller and the worker itself all poll), so batches stay in
+            # order.  Nothing is ever left in _undone on this path.
             with self._handover:
                 batch = self.poll(self.now_ms)
                 if batch:
-                    self._batches.put(batch)
+                    with self._cond:
+                        self._batches.append(batch)
+                        self._work_cond.notify()
             return bool(batch)
         batch = self.poll(self.now_ms)
         if self._undone:
@@ -299,23 +346,21 @@ class _SystemTimerMixin(_CoreBase):
     # -- running expired tasks -----------------------------------------------
     def _dispatch(self, batch: list[TimerTask], reraise: bool = False) -> None:
         executor = self._executor
-        if executor is None:
-            assert self._batches is not None
-            self._batches.put(batch)
-        elif executor == "inline":
+        if executor == "inline":
             self._run_batch(batch, reraise)
-        else:
-            try:
-                executor.submit(self._run_batch, batch)
-            except RuntimeError:
-                # The executor was shut down under us: nothing may be lost
-                # silently, so the tasks are cancelled and the fact logged.
-                n = sum(task.cancel() for task in batch)
-                logger.error(
-                    "tickwheel timer %r: executor refused %d due task(s); cancelled",
-                    self.name,
-                    n,
-                )
+            return
+        assert isinstance(executor, concurrent.futures.Executor)
+        try:
+            executor.submit(self._run_batch, batch)
+        except RuntimeError:
+            # The executor was shut down under us: nothing may be lost
+            # silently, so the tasks are cancelled and the fact logged.
+            n = sum(task.cancel() for task in batch)
+            logger.error(
+                "tickwheel timer %r: executor refused %d due task(s); cancelled",
+                self.name,
+                n,
+            )
 
     def _run_batch(self, batch: list[TimerTask], reraise: bool = False) -> None:
         while True:
@@ -339,43 +384,66 @@ class _SystemTimerMixin(_CoreBase):
                 logger.exception("tickwheel timer %r: task aborted", self.name)
 
     def _work(self) -> None:
-        assert self._batches is not None
-        batches = self._batches
-        while True:
-            self._worker_active = False
-            batch = batches.get()
-            if batch is None:
-                return
-            self._worker_active = True
-            self._run_batch(batch)
-            self._after_batch(batches)
+        """The default executor's worker: runs the batches, in order.
 
-    def _after_batch(self, batches: SimpleQueue[list[TimerTask] | None]) -> None:
-        """Between batches: poll what came due, cascade early while idle.
-
-        Under load the next bucket is often due by the time a batch is done.
-        This thread holds the GIL; the reaper, waking for that bucket, would
-        first have to take the GIL from it, then hand the batch back to it:
-        two thread wake-ups on the tasks' critical path instead of none.  For
-        the same reason early cascading is done here while the worker is
-        active, not on the reaper, which would compete with the callbacks
-        for the GIL.  Stops as soon as a batch is queued or one comes due.
+        With a reaper it also keeps time whenever it is idle: it sleeps until
+        the next bucket is due, polls it and runs it, with no other thread
+        involved.  Handing each batch from a reaper to it would put two
+        thread wake-ups (the reaper's, then the worker's, which must also
+        take the GIL from the reaper) on every task's path instead of one.
+        Without a reaper it polls only after a batch, what came due while
+        that ran (nobody else would until the next advance_clock).  Either
+        way it cascades early while it has nothing else to do.
         """
-        try:
-            while batches.empty() and not self._stopping:
-                due_in = self._due_in_ns()
-                if due_in is not None and due_in <= 0:
-                    self._expire_due()
-                    continue
-                if not (
-                    self._cascade_early
-                    and due_in is not None
-                    and due_in >= _CASCADE_IDLE_NS
-                    and self._precascade_chunk()
-                ):
-                    return
-        except BaseException:  # the worker must survive anything
-            logger.exception("tickwheel worker %r: error while expiring", self.name)
+        cond = self._work_cond
+        batches = self._batches
+        keeps_time = self._worker_keeps_time
+        look = keeps_time  # poll and cascade early now?
+        while True:
+            with cond:
+                idle_work = True
+                self._worker_idle = keeps_time
+                while True:
+                    if self._stopping:
+                        self._worker_idle = False
+                        return
+                    if batches:
+                        batch = batches.popleft()
+                        self._worker_idle = False
+                        break
+                    if not look:
+                        cond.wait()
+                        look = keeps_time
+                        continue
+                    due_in = self._due_in_ns()
+                    if due_in is not None and due_in <= 0:
+                        cond.release()
+                        try:
+                            self._expire_due()  # appends to batches
+                        except BaseException:  # the worker must survive anything
+                            logger.exception(
+                                "tickwheel worker %r: error while expiring", self.name
+                            )
+                        finally:
+                            cond.acquire()
+                        continue
+                    if (
+                        idle_work
+                        and self._cascade_early
+                        and due_in is not None
+                        and due_in >= _CASCADE_IDLE_NS
+                    ):
+                        idle_work = self._cascade_chunk()
+                        continue
+                    if not keeps_time:
+                        look = False
+                        continue
+                    if self._cascade_early:
+                        due_in = self._min_wait(due_in, self.next_precascade_ms)
+                    cond.wait(None if due_in is None else due_in / 1e9)
+                    idle_work = True
+            self._run_batch(batch)
+            look = True
 
     # -- public API -----------------------------------------------------------
     def advance_clock(self, timeout_ms: int | float = 0) -> bool:
@@ -424,13 +492,19 @@ class _SystemTimerMixin(_CoreBase):
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._close_core()
-        undone, self._undone = self._undone, []
+            self._reaper_cond.notify_all()
+            self._work_cond.notify_all()
+        self._close_core()  # cancels the tasks still in the wheel
+        # Batches polled but not yet run: nothing appends after this (a poll
+        # holds _handover until its batch is queued, and the wheel is empty).
+        with self._handover, self._cond:
+            undone = [task for batch in self._batches for task in batch]
+            self._batches.clear()
+        undone += self._undone
+        self._undone = []
         for task in undone:
             task.cancel()
         _LIVE.discard(self)
-        if self._batches is not None:
-            self._batches.put(None)
         current = threading.current_thread()
         for thread in self.threads:
             if thread is not current and thread.is_alive():
@@ -545,12 +619,14 @@ class _MockTimerMixin(_CoreBase):
 class SystemTimer(_SystemTimerMixin, TimerCore):
     """A real-time hierarchical timing wheel with its own reaper thread.
 
-    The reaper sleeps (GIL released) until the earliest bucket is due and
-    hands expired tasks to the executor: by default one named worker thread
-    fed in batches; ``executor="inline"`` runs them on the reaper thread; any
-    :class:`concurrent.futures.Executor` works.  A task that raises is passed
-    to ``on_error`` (default: logged on the ``tickwheel`` logger) and never
-    stops the reaper.  Tasks never run before their deadline.
+    Expired tasks run on the executor: by default one named worker thread,
+    which, while idle, sleeps (GIL released) until the earliest bucket is due
+    and then polls and runs it itself, the reaper standing by for buckets a
+    long task keeps it from; ``executor="inline"`` runs them on the reaper
+    thread, which keeps time; any :class:`concurrent.futures.Executor` works.
+    A task that raises is passed to ``on_error`` (default: logged on the
+    ``tickwheel`` logger) and never stops either thread.  Tasks never run
+    before their deadline.
 
     Runtime complexity: add/schedule O(levels), cancel O(1).
 
@@ -569,9 +645,9 @@ class SystemTimer(_SystemTimerMixin, TimerCore):
     :param reaper: start the reaper thread (False: call advance_clock yourself)
     :param clock: callable returning nanoseconds (default time.monotonic_ns)
     :param on_error: ``on_error(task, exc)`` for exceptions raised by tasks
-    :param cascade_early: let the reaper move tasks of big overflow buckets
-        down a level while it is idle, in chunks (see ``precascade``), instead
-        of all at once when the bucket's slot starts
+    :param cascade_early: let the thread keeping time move tasks of big
+        overflow buckets down a level while it is idle, in chunks (see
+        ``precascade``), instead of all at once when the bucket's slot starts
     """
 
 
