@@ -40,6 +40,7 @@ import gc
 import heapq
 import itertools
 import json
+import operator
 import os
 import random
 import resource
@@ -440,9 +441,35 @@ def memory(impl: str, n: int) -> dict[str, Any]:
     }
 
 
+class _Floor:
+    """A "timer" whose calls cost the least a benchmark loop can pay.
+
+    ``floor``: ``operator.is_`` as schedule, ``id`` as cancel (two C calls
+    that do nothing).  ``floor-clock``: schedule reads the clock and adds
+    the delay (bench/_floor.pyx), which any relative-delay timer must do.
+    """
+
+    def __init__(self, clock: bool) -> None:
+        self.cancel = id
+        if clock:
+            import pyximport
+
+            pyximport.install(language_level=3, inplace=False)
+            from _floor import ClockOnly
+
+            self.schedule = ClockOnly().schedule
+        else:
+            self.schedule = operator.is_
+
+    def close(self) -> None:
+        pass
+
+
 def _make(impl: str) -> Any:
     if impl == "sched":
         return SchedTimer()
+    if impl in ("floor", "floor-clock"):
+        return _Floor(clock=impl == "floor-clock")
     return factories()[impl]()
 
 
@@ -479,7 +506,16 @@ def gc_pause(impl: str, n: int) -> dict[str, Any]:
 
 # -- W1/W2 side by side: interleaved rounds ---------------------------------------
 
-INTERLEAVED_IMPLS = ["tickwheel", "heapq", "sched", "asyncio", "uvloop", "tickwheel-py"]
+INTERLEAVED_IMPLS = [
+    "tickwheel",
+    "heapq",
+    "sched",
+    "asyncio",
+    "uvloop",
+    "tickwheel-py",
+    "floor",
+    "floor-clock",
+]
 
 
 def interleaved(impl: str, n: int, rounds: int = 7) -> dict[str, Any]:
@@ -494,7 +530,8 @@ def interleaved(impl: str, n: int, rounds: int = 7) -> dict[str, Any]:
     or a comma-separated list; tickwheel is always included (the reference).
     """
     names = INTERLEAVED_IMPLS if impl == "all" else ["tickwheel", *impl.split(",")]
-    available = factories()  # uvloop only where it is installed
+    available = {**factories(), "floor": None, "floor-clock": None}
+    # uvloop only where it is installed
     names = list(dict.fromkeys(x for x in names if x in available))
     rnd = random.Random(20261122)  # the suite's delays (bench/conftest.py)
     delays = [rnd.randint(1, 30_000) for _ in range(n)]

@@ -186,6 +186,34 @@ def _curves(report: dict[str, Any]) -> dict[str, dict[str, dict[int, float]]]:
     }
 
 
+FLOORS = ("floor", "floor-clock")
+
+
+def _floor_note(workloads: dict[str, Any]) -> str:
+    """Where a tickwheel iteration goes, from the two floor rows."""
+    parts = []
+    for group, row in workloads.items():
+        if not all(k in row for k in ("tickwheel", *FLOORS)):
+            continue
+        tw, fl, fc = (row[k]["median_ns"] for k in ("tickwheel", *FLOORS))
+        part = (
+            f"{group}: of tickwheel's {tw:,.0f} ns, the loop and two C calls "
+            f"take {fl:,.0f} (`floor`), reading the clock {fc - fl:,.0f} more "
+            f"(`floor-clock`), the wheel {tw - fc:,.0f}"
+        )
+        if "heapq" in row:
+            part += (
+                f"; heapq ÷ floor-clock = {row['heapq']['median_ns'] / fc:.1f}×, "
+                "the most any timer that reads the clock could show against heapq"
+            )
+        parts.append(part)
+    return (
+        "Floors (no timer): `floor` calls `operator.is_` and `id`, `floor-clock` "
+        "a compiled schedule that only reads CLOCK_MONOTONIC and adds the delay "
+        "(bench/_floor.pyx); ratios of medians. " + ". ".join(parts) + "."
+    )
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     meta = report["meta"]
     out = [
@@ -224,7 +252,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             "in the same round (min–max)",
             "",
         ]
-        names = [i for i in impls if any(i in w for w in inter["workloads"].values())]
+        present = [*impls, *FLOORS]
+        names = [i for i in present if any(i in w for w in inter["workloads"].values())]
         out.append("| workload | " + " | ".join(names) + " |")
         out.append("|---|" + "---|" * len(names))
         for group, row in inter["workloads"].items():
@@ -242,6 +271,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                     )
                 cells.append(cell)
             out.append(f"| {group} | " + " | ".join(cells) + " |")
+        out += ["", _floor_note(inter["workloads"])]
 
     out += [
         "",

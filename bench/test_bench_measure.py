@@ -58,3 +58,12 @@ def test_interleaved_smoke():
         heap = row["heapq"]
         assert heap["median_ns"] > 0
         assert heap["ratio_min"] <= heap["ratio_median"] <= heap["ratio_max"]
+
+
+def test_interleaved_runs_the_floors():
+    # bench/_floor.pyx compiles (pyximport) and both floors run the loops;
+    # their speed is for bench/run.py to report, not for a smoke test.
+    result = interleaved("floor,floor-clock", 2_000, rounds=3)
+    for row in result["workloads"].values():
+        assert sorted(row) == ["floor", "floor-clock", "tickwheel"]
+        assert all(r["median_ns"] > 0 for r in row.values())
