@@ -8,7 +8,7 @@ It runs the pytest-benchmark suite (W1, W2, W3-manual, W5), then
 ``bench/measure.py``: W1 and W2-sliding again in interleaved rounds (every
 implementation back to back in each round, so a drift in the host's speed
 cannot bias a ratio), and one fresh subprocess per implementation for W3
-real-time lateness (the tickwheel rows and the host's floor three times),
+real-time lateness (the tickwheel rows and the host's floor five times),
 W4 memory and W6 GC.  It writes, under ``bench/results/``:
 
 * ``<name>.json``: everything measured, with machine, Python and commit;
@@ -51,7 +51,7 @@ LATENESS_IMPLS = [
 # LATENESS_REPEAT times, in turn with the floor, and the run with the median
 # p99 is shown, with every run's p99 next to it.
 LATENESS_REPEATED = ["floor-spin", "floor-tick", "tickwheel", "tickwheel-inline"]
-LATENESS_REPEAT = 3
+LATENESS_REPEAT = 5
 STALL_IMPLS = ["tickwheel", "tickwheel-due-wakes", "tickwheel-kafka-cascade"]
 # sched is left out of W4/W6: its cancel is O(n) (cancelling 10^6 events is
 # quadratic), and its events sit in a plain heapq list like heapq's entries.
