@@ -259,30 +259,32 @@ class _SystemTimerMixin(_CoreBase):
                         continue
                     if due_in is not None and due_in <= 0:
                         break
-                    if (
-                        idle_work
-                        and self._cascade_early
-                        and due_in is not None
-                        and due_in >= _CASCADE_IDLE_NS
-                    ):
+                    if idle_work and self._idle_for_cascade(due_in):
                         # Idle until the next bucket: move a chunk of the next
                         # big overflow bucket down now (see precascade).
                         idle_work = self._cascade_chunk()
                         # Re-read the queue: an add() may have notified
                         # while the lock was released.
                         continue
-                    if self._cascade_early:
-                        # Wake also when early cascading has work again (an
-                        # overflow bucket's slot comes within reach), or that
-                        # work waits for the slot to start, all at once.
-                        due_in = self._min_wait(due_in, self.next_precascade_ms)
-                    # Sleeps with the GIL released; add() and close() notify.
-                    cond.wait(None if due_in is None else due_in / 1e9)
+                    self._sleep(cond, due_in)
                     idle_work = True
             try:
                 self._expire_due()
             except BaseException:  # the reaper must survive anything
                 logger.exception("tickwheel reaper %r: error while expiring", self.name)
+
+    def _idle_for_cascade(self, due_in: int | None) -> bool:
+        """Early cascading is on and no bucket is due for a while."""
+        return self._cascade_early and due_in is not None and due_in >= _CASCADE_IDLE_NS
+
+    def _sleep(self, cond: threading.Condition, due_in: int | None) -> None:
+        """Wait on ``cond`` (GIL released; add() and close() notify) until the
+        next bucket is due, or early cascading has work again (an overflow
+        bucket's slot comes within reach), or that work would wait for the
+        slot to start and be done all at once."""
+        if self._cascade_early:
+            due_in = self._min_wait(due_in, self.next_precascade_ms)
+        cond.wait(None if due_in is None else due_in / 1e9)
 
     def _min_wait(self, due_in: int | None, at_ms: int | None) -> int | None:
         """The sooner of ``due_in`` (ns) and the time ``at_ms``, as ns from now."""
@@ -427,20 +429,13 @@ class _SystemTimerMixin(_CoreBase):
                         finally:
                             cond.acquire()
                         continue
-                    if (
-                        idle_work
-                        and self._cascade_early
-                        and due_in is not None
-                        and due_in >= _CASCADE_IDLE_NS
-                    ):
+                    if idle_work and self._idle_for_cascade(due_in):
                         idle_work = self._cascade_chunk()
                         continue
                     if not keeps_time:
                         look = False
                         continue
-                    if self._cascade_early:
-                        due_in = self._min_wait(due_in, self.next_precascade_ms)
-                    cond.wait(None if due_in is None else due_in / 1e9)
+                    self._sleep(cond, due_in)
                     idle_work = True
             self._run_batch(batch)
             look = True
