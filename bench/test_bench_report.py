@@ -1,0 +1,33 @@
+"""The report renders the same from a saved JSON as in the run that made it.
+
+``python bench/run.py --render <json>`` re-renders a report (after a change
+to the rendering, say) without measuring again; it must not change a number
+or the order of a row.  Checked against the report the README quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import run
+
+QUOTED = "x86_64-py3.11.7-2d9b2da733"
+
+
+def test_render_from_saved_json_matches_the_run():
+    with open(os.path.join(run.RESULTS, f"{QUOTED}.json")) as f:
+        report = run._in_run_order(json.load(f))
+    with open(os.path.join(run.RESULTS, f"{QUOTED}.md")) as f:
+        assert run.render_markdown(report) == f.read()
+
+
+def test_in_run_order_puts_rows_in_the_run_order():
+    report = {
+        "lateness": {"uvloop": 1, "floor-spin": 2, "zzz-new": 3, "tickwheel": 4},
+        "memory": {"uvloop": 1, "heapq": 2, "tickwheel": 3},
+    }
+    out = run._in_run_order(report)
+    assert list(out["lateness"]) == ["floor-spin", "tickwheel", "uvloop", "zzz-new"]
+    assert list(out["memory"]) == ["tickwheel", "heapq", "uvloop"]
+    assert out["stall"] == {} and out["gc"] == {}
