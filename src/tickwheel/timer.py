@@ -282,16 +282,11 @@ class _SystemTimerMixin(_CoreBase):
         next bucket is due, or early cascading has work again (an overflow
         bucket's slot comes within reach), or that work would wait for the
         slot to start and be done all at once."""
-        if self._cascade_early:
-            due_in = self._min_wait(due_in, self.next_precascade_ms)
+        at_ms = self.next_precascade_ms if self._cascade_early else None
+        if at_ms is not None:
+            until = at_ms * _NS_PER_MS - self.now_ns
+            due_in = until if due_in is None else min(due_in, until)
         cond.wait(None if due_in is None else due_in / 1e9)
-
-    def _min_wait(self, due_in: int | None, at_ms: int | None) -> int | None:
-        """The sooner of ``due_in`` (ns) and the time ``at_ms``, as ns from now."""
-        if at_ms is None:
-            return due_in
-        until = at_ms * _NS_PER_MS - self.now_ns
-        return until if due_in is None else min(due_in, until)
 
     def _cascade_chunk(self) -> bool:
         """One chunk of early cascading, outside the lock; True iff it did work.
