@@ -25,6 +25,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run only the pure-Python implementation",
     )
+    parser.addoption(
+        "--upstream-target",
+        choices=("tickwheel", "stdlib"),
+        default="tickwheel",
+        help=(
+            "what the ported upstream drop-in suites (tests/upstream/) run "
+            "against: tickwheel's drop-ins (default) or the stdlib originals, "
+            "to show that a port itself is right"
+        ),
+    )
 
 
 def _no_ext(config: pytest.Config) -> bool:
@@ -99,6 +109,12 @@ class FakeClock:
 
     def advance_ms(self, ms: float) -> None:
         self.ns += int(ms * 1_000_000)
+
+
+@pytest.fixture(scope="session")
+def upstream_target(request: pytest.FixtureRequest) -> str:
+    """``"tickwheel"`` or ``"stdlib"``: see ``--upstream-target``."""
+    return str(request.config.getoption("--upstream-target"))
 
 
 @pytest.fixture
