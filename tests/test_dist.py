@@ -164,6 +164,7 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         "src/tickwheel/py.typed",
         "tests/conftest.py",
         "tests/test_wheel.py",
+        "docs/design.md",
     ):
         assert needed in sdist_files, f"sdist lacks {needed}"
     leaked = sorted(f for f in sdist_files if f.endswith(GENERATED))
