@@ -347,12 +347,23 @@ class _SystemTimerMixin(_CoreBase):
             self._run_batch(batch, reraise)
             return
         assert isinstance(executor, concurrent.futures.Executor)
+        # One submit per task, as Kafka does: a pool runs the tasks of one
+        # bucket side by side, so a callback that blocks holds up only its
+        # own pool thread.  (Submitting the batch as one job ran a bucket's
+        # tasks one after another on a single pool thread.)  The default
+        # worker and "inline" keep the batch: one thread runs it either way.
+        submit = executor.submit
+        run_one = self._run_one
+        i = 0
         try:
-            executor.submit(self._run_batch, batch)
+            for task in batch:
+                submit(run_one, task)
+                i += 1
         except RuntimeError:
             # The executor was shut down under us: nothing may be lost
-            # silently, so the tasks are cancelled and the fact logged.
-            n = sum(task.cancel() for task in batch)
+            # silently, so the tasks not submitted are cancelled and the
+            # fact logged (those submitted before still run).
+            n = sum(task.cancel() for task in batch[i:])
             logger.error(
                 "tickwheel timer %r: executor refused %d due task(s); cancelled",
                 self.name,
@@ -379,6 +390,18 @@ class _SystemTimerMixin(_CoreBase):
                 # A task raised SystemExit/KeyboardInterrupt-like exceptions;
                 # the rest of the batch is still expired, so loop and go on.
                 logger.exception("tickwheel timer %r: task aborted", self.name)
+
+    def _run_one(self, task: TimerTask) -> None:
+        """Run one due task on a pool thread (cancelled if the timer closed)."""
+        if self.closed:
+            task.cancel()
+            return
+        try:
+            self._run((task,), self._on_error)
+        except BaseException:
+            # SystemExit/KeyboardInterrupt-like: the task is done; a pool
+            # thread would only hide it in the Future nobody looks at.
+            logger.exception("tickwheel timer %r: task aborted", self.name)
 
     def _work(self) -> None:
         """The default executor's worker: runs the batches, in order.
@@ -447,7 +470,15 @@ class _SystemTimerMixin(_CoreBase):
         propagates to the caller; the tasks of that batch that had not run yet
         stay due and run on the next call (``close()`` cancels them).
 
-        :return: True iff at least one task expired
+        Like Kafka's, it returns True whenever a bucket was due and has been
+        processed, even if its tasks only moved down a level (a cascade) and
+        none ran yet, so Kafka's drain loop ``while timer.advance_clock(2000):
+        pass`` runs every task.  (:meth:`MockTimer.advance_clock` differs: it
+        moves the clock through every due bucket, and says whether a task ran.)
+
+        :return: True iff a bucket was due (or tasks were left by an
+            interrupted call) and has been processed; False if the wait ran
+            out, or the timer closed, first
         :raises ValueError: if ``timeout_ms`` is negative or not finite
         """
         wait_ns = _check_ms(timeout_ms, "timeout_ms")
@@ -463,7 +494,12 @@ class _SystemTimerMixin(_CoreBase):
                 if due_in is not None:
                     left = min(left, due_in)
                 self._cond.wait(left / 1e9)
-        return self._expire_due(reraise=True)
+        # A bucket is due: the poll below processes it, or another thread
+        # (the reaper, the worker) polled it a moment ago.  Either way it was
+        # processed, so True, as Kafka's advanceClock after a cascade-only
+        # bucket: returning False there ended drain loops with tasks pending.
+        self._expire_due(reraise=True)
+        return True
 
     @property
     def threads(self) -> list[threading.Thread]:
