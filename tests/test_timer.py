@@ -1025,30 +1025,74 @@ def test_system_pool_close_cancels_submitted_tasks_not_started(
     assert all(task.cancelled for task in rest) and len(timer) == 0
 
 
+@pytest.mark.parametrize(
+    "threads, accepts, ran, refused",
+    [
+        (8, 2, [0, 1], 3),  # a submit per task: the ones not taken are cancelled
+        (2, 1, [0, 1, 2, 3, 4], 0),  # runners: the one taken runs every task
+        (2, 0, [], 5),  # no runner taken: all cancelled
+    ],
+)
 def test_system_pool_refusing_mid_batch_cancels_and_logs_the_rest(
-    timers, fake_clock, no_thread_leak, caplog
+    timers, fake_clock, no_thread_leak, caplog, threads, accepts, ran, refused
 ):
     """An executor that shuts down half-way through a bucket: the tasks it
-    took still run, the others are cancelled and counted in the log."""
+    took still run (with fewer pool threads than tasks, a runner it took runs
+    them all); the others are cancelled and counted in the log."""
 
     class Refusing(concurrent.futures.ThreadPoolExecutor):
         accepted = 0
 
         def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
-            if self.accepted == 2:
+            if self.accepted == accepts:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             self.accepted += 1
             return super().submit(fn, *args, **kwargs)
 
-    ran: list[int] = []
-    with Refusing(2) as pool:
+    got: list[int] = []
+    with Refusing(threads) as pool:
         timer = timers.SystemTimer(reaper=False, executor=pool, clock=fake_clock)
-        tasks = [timer.schedule(1, ran.append, i) for i in range(5)]
+        tasks = [timer.schedule(1, got.append, i) for i in range(5)]
         fake_clock.advance_ms(1)
         with caplog.at_level(logging.ERROR, logger="tickwheel"):
             assert timer.advance_clock(0) is True
     timer.close()
-    assert sorted(ran) == [0, 1]
-    assert [t.done for t in tasks] == [True, True, False, False, False]
-    assert all(t.cancelled for t in tasks[2:]) and len(timer) == 0
-    assert "refused 3 due task(s)" in caplog.text
+    assert sorted(got) == ran
+    assert [t.done for t in tasks] == [i in ran for i in range(5)]
+    assert sum(t.cancelled for t in tasks) == refused and len(timer) == 0
+    assert (f"refused {refused} due task(s)" in caplog.text) == bool(refused)
+
+
+def test_system_small_pool_runs_a_big_buckets_blocking_tasks_concurrently(
+    timers, fake_clock, no_thread_leak
+):
+    """Eight tasks due together on a pool of four: they meet four at a time
+    at a Barrier(4), twice, so four pool threads run them at once (the
+    runners take the bucket's tasks in turn, not one runner all of them)."""
+    barrier = threading.Barrier(4, timeout=10)
+    errors: list[BaseException] = []
+    names: set[str] = set()
+    done = threading.Semaphore(0)
+
+    def meet() -> None:
+        barrier.wait()
+        names.add(threading.current_thread().name)
+        done.release()
+
+    with concurrent.futures.ThreadPoolExecutor(4, "pool") as pool:
+        timer = timers.SystemTimer(
+            reaper=False,
+            executor=pool,
+            clock=fake_clock,
+            on_error=lambda task, exc: (errors.append(exc), done.release()),
+        )
+        try:
+            tasks = [timer.schedule(5, meet) for _ in range(8)]
+            fake_clock.advance_ms(5)
+            assert timer.advance_clock(0) is True
+            for _ in range(8):
+                assert done.acquire(timeout=30)
+        finally:
+            timer.close()
+    assert errors == [] and len(names) == 4
+    assert all(task.done for task in tasks) and len(timer) == 0
