@@ -458,7 +458,8 @@ cdef class TimerTask(TimerTaskEntry):
         >>> TimerTask(5, print).cancel()   # never added: nothing to cancel
         False
 
-        :return: True iff the task was pending and now never runs
+        :return: True iff the task was pending (or linked in a bucket by
+            TimerTaskList.add) and now never runs
         """
         cdef TimerTaskList bucket = self._list
         if self._state == PENDING:
@@ -468,6 +469,10 @@ cdef class TimerTask(TimerTaskEntry):
             if bucket is not None:
                 bucket._counter.value -= 1
             self._list = None
+        elif self._state == IDLE and self._next is not NULL and bucket is not None:
+            # Linked by hand with TimerTaskList.add (Kafka's TimerTaskListTest):
+            # off the common path, which tests PENDING first.
+            bucket._unlink(self)
         else:
             return False
         self._state = CANCELLED

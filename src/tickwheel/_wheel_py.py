@@ -300,7 +300,8 @@ class TimerTask(TimerTaskEntry):
         >>> TimerTask(5, print).cancel()   # never added: nothing to cancel
         False
 
-        :return: True iff the task was pending and now never runs
+        :return: True iff the task was pending (or linked in a bucket by
+            TimerTaskList.add) and now never runs
         """
         with _LOCK:
             state = self._state
@@ -313,6 +314,9 @@ class TimerTask(TimerTaskEntry):
                 if bucket is not None:
                     bucket._counter.value -= 1
                 self._list = None
+            elif state == _IDLE and self._next is not None and self._list is not None:
+                # Linked by hand with TimerTaskList.add (Kafka's TimerTaskListTest).
+                self._list._unlink(self)
             else:
                 return False
             self._state = _CANCELLED
