@@ -29,6 +29,12 @@ Documented differences from ``threading.Timer`` (tested in
   ``threading.current_thread()`` is the executor thread;
 * exceptions go to ``threading.excepthook`` as in threading, with the Timer
   as ``args.thread``; the wheel keeps running;
+* a subclass that overrides ``run()`` (the ``RepeatTimer`` idiom: ``while
+  not self.finished.wait(self.interval): ...``) gets a thread of its own, as
+  under threading: ``start()`` runs ``self.run()`` on a new thread named
+  ``self.name`` with ``self.daemon``, ``join()``/``is_alive()`` follow that
+  thread, and an exception from ``run()`` goes to ``threading.excepthook``.
+  Such a Timer costs a thread, and the wheel (and ``timer=``) is not used;
 * at interpreter exit, pending non-daemon Timers still fire before the
   shared timer stops (threading joins non-daemon threads); this waiting runs
   from ``atexit``, i.e. after threading's own shutdown;
@@ -42,6 +48,7 @@ import atexit
 import itertools
 import math
 import os
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
@@ -129,6 +136,23 @@ if hasattr(os, "register_at_fork"):
 atexit.register(shutdown, True)
 
 
+def _invoke_excepthook(timer: Timer) -> None:
+    """Report the exception being handled as threading does for a thread.
+
+    ``threading.excepthook`` gets the Timer as ``args.thread``; if the hook
+    itself raises, that is printed and passed to ``sys.excepthook``, as
+    threading's ``Thread._invoke_excepthook`` does.
+    """
+    exc_type, exc, tb = sys.exc_info()
+    try:
+        threading.excepthook(threading.ExceptHookArgs((exc_type, exc, tb, timer)))
+    except Exception:
+        print("Exception in threading.excepthook:", file=sys.stderr, flush=True)
+        sys.excepthook(*sys.exc_info())
+    finally:
+        del exc, tb
+
+
 def _check_interval(interval: object) -> float:
     """Seconds -> milliseconds, clamped to the wheel's range; raise on bad input."""
     if isinstance(interval, bool) or not isinstance(interval, (int, float)):
@@ -153,7 +177,10 @@ class _FinishedEvent(threading.Event):
 
     def set(self) -> None:
         super().set()
-        self._timer.cancel()
+        # Timer._cancel, not self._timer.cancel(): as in threading, setting
+        # `finished` does not call a subclass's cancel() override (which may
+        # itself call finished.set()).
+        self._timer._cancel()
 
 
 class Timer:
@@ -161,7 +188,8 @@ class Timer:
 
     ``start()`` files the timer in a shared timing wheel instead of starting
     a thread.  ``cancel()`` stops it if it has not run yet; a Timer can be
-    started once.
+    started once.  A subclass that overrides ``run()`` runs it on a thread of
+    its own, as ``threading.Timer`` does (see the module docstring).
 
     Runtime complexity: start O(levels), cancel O(1).
 
@@ -195,6 +223,7 @@ class Timer:
         "_timer",
         "_started",
         "_runner",
+        "_thread",
         "__weakref__",
     )
 
@@ -227,6 +256,8 @@ class Timer:
         self._task: TimerTask | None = None
         self._timer = timer
         self._runner: threading.Thread | None = None
+        # The thread of its own, for a subclass that overrides run().
+        self._thread: threading.Thread | None = None
 
     @staticmethod
     def _interval_ms(interval: object) -> float:
@@ -244,6 +275,8 @@ class Timer:
     @name.setter
     def name(self, value: str) -> None:
         self._name = str(value)
+        if self._thread is not None:
+            self._thread.name = self._name
 
     @property
     def daemon(self) -> bool:
@@ -309,6 +342,9 @@ class Timer:
 
         :raises RuntimeError: if started before ("threads can only be started once")
         """
+        if self._overrides_run():
+            self._start_thread()
+            return
         with _lock:
             if self._started:
                 raise RuntimeError("threads can only be started once")
@@ -327,6 +363,43 @@ class Timer:
             with _lock:
                 self._finish_locked()
             raise
+
+    def _overrides_run(self) -> bool:
+        run = self.run
+        return getattr(run, "__func__", run) is not Timer.run
+
+    def _start_thread(self) -> None:
+        # A subclass's run() may block for as long as it likes (RepeatTimer
+        # loops until cancelled), so it cannot share the executor: give it a
+        # thread, which threading would have done anyway.
+        with _lock:
+            if self._started:
+                raise RuntimeError("threads can only be started once")
+            self._started = True
+            self._state = _RUNNING
+            self._thread = threading.Thread(
+                target=self._bootstrap, name=self.name, daemon=self._daemon
+            )
+        self.finished  # noqa: B018 - create the Event before run() waits on it
+        try:
+            self._thread.start()
+        except BaseException:
+            with _lock:
+                self._state = _DONE
+                self._thread = None
+                _done.notify_all()
+            raise
+
+    def _bootstrap(self) -> None:
+        # The thread of its own: what threading.Thread._bootstrap_inner does.
+        try:
+            self.run()
+        except BaseException:
+            _invoke_excepthook(self)
+        finally:
+            with _lock:
+                self._state = _DONE
+                _done.notify_all()
 
     def run(self) -> None:
         """What threading's thread runs: wait ``interval``, then call the function.
@@ -361,9 +434,7 @@ class Timer:
                 _started.discard(self)
                 _done.notify_all()
             if isinstance(exc, Exception):
-                threading.excepthook(
-                    threading.ExceptHookArgs((type(exc), exc, exc.__traceback__, self))
-                )
+                _invoke_excepthook(self)
                 return
             raise
         with _lock:
@@ -376,6 +447,10 @@ class Timer:
 
         Runtime complexity: O(1).
         """
+        self._cancel()
+
+    def _cancel(self) -> None:
+        # cancel() without a subclass's override (what finished.set() calls).
         with _lock:
             task = self._task
             was_pending = self._state == _PENDING
@@ -385,6 +460,9 @@ class Timer:
 
     def is_alive(self) -> bool:
         """True from start() until the function returned or the Timer was cancelled."""
+        thread = self._thread
+        if thread is not None:
+            return thread.is_alive()
         state = self._state
         if state == _PENDING:
             task = self._task
@@ -400,6 +478,10 @@ class Timer:
         """
         if not self._started:
             raise RuntimeError("cannot join thread before it is started")
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)  # raises "cannot join current thread" from run()
+            return
         if self._runner is threading.current_thread() and self._state == _RUNNING:
             raise RuntimeError("cannot join current thread")
         with _done:
