@@ -257,6 +257,7 @@ def test_subclass_without_run_override_stays_on_the_wheel(
 def test_subclass_run_override_costs_one_thread_and_no_wheel_slot(
     shared_timer_closed: None,
 ) -> None:
+    shutdown()  # whatever ran before: no shared timer now
     t = repeat_timer_class(Timer)(60.0, print)
     before = set(threading.enumerate())
     t.start()
@@ -267,3 +268,31 @@ def test_subclass_run_override_costs_one_thread_and_no_wheel_slot(
     t.cancel()
     t.join(WAIT)
     assert not new[0].is_alive() and not t.is_alive()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["threading", "tickwheel.compat_threading"])
+def test_subclass_exit_waits_for_non_daemon_run_only(module: str) -> None:
+    # threading joins a non-daemon thread at exit, whatever its run() does,
+    # and drops daemon ones: the same holds for a run() override.
+    import subprocess
+
+    code = (
+        f"from {module} import Timer\n"
+        "class Countdown(Timer):\n"
+        "    def run(self):\n"
+        "        n = 3\n"
+        "        while n and not self.finished.wait(self.interval):\n"
+        "            n -= 1\n"
+        "        print(self.function(n))\n"
+        "t = Countdown(0.01, 'non-daemon done at {}'.format)\n"
+        "t.start()\n"
+        "d = Countdown(60.0, 'daemon done at {}'.format)\n"
+        "d.daemon = True\n"
+        "d.start()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["non-daemon done at 0"]
