@@ -296,3 +296,67 @@ def test_subclass_exit_waits_for_non_daemon_run_only(module: str) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["non-daemon done at 0"]
+
+
+@pytest.mark.parametrize("module", ["threading", "tickwheel.compat_threading"])
+def test_subclass_is_alive_override_is_not_called_by_join(module: str) -> None:
+    # threading's join() reads the thread's state, not is_alive().
+    # tickwheel's join() called is_alive() with its module lock held, so an
+    # override that touched `finished` deadlocked: hence a subprocess.
+    import subprocess
+
+    code = (
+        f"from {module} import Timer\n"
+        "calls = []\n"
+        "class Guarded(Timer):\n"
+        "    def is_alive(self):\n"
+        "        calls.append('is_alive')\n"
+        "        return not self.finished.is_set() and super().is_alive()\n"
+        "t = Guarded(60.0, print)\n"
+        "t.start()\n"
+        "t.cancel()\n"
+        "t.join()\n"
+        "n = len(calls)\n"
+        "print(n, t.is_alive(), len(calls))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["0 False 1"]
+
+
+def test_subclass_private_names_do_not_clobber_the_timer(TimerClass: Any) -> None:  # noqa: N803
+    # Names threading.Timer does not use itself are the subclass's to take.
+    fired: list[str] = []
+
+    class Busy(TimerClass):  # type: ignore[misc, valid-type]
+        def __init__(self, interval: float) -> None:
+            super().__init__(interval, self._fire)
+            self._state = "idle"
+            self._timer = self._task = self._thread = self._runner = "mine"
+            self._finished = self._finished_flag = self._daemon = "mine"
+
+        def _fire(self) -> None:
+            fired.append(self._state)
+
+        def _cancel(self) -> None:
+            raise AssertionError("the subclass's _cancel is not cancel()")
+
+        def _alive(self) -> bool:
+            raise AssertionError("the subclass's _alive is not is_alive()")
+
+        def _finish_locked(self) -> None:
+            raise AssertionError("the subclass's own helper")
+
+    pending = Busy(60.0)
+    pending.start()
+    assert pending.is_alive()
+    pending.finished.set()
+    pending.join(WAIT)
+    assert not pending.is_alive()
+    due = Busy(0.0)
+    due.start()
+    due.join(WAIT)
+    assert fired == ["idle"] and due.finished.is_set() and not due.is_alive()
+    assert (due._state, due._timer, due._daemon) == ("idle", "mine", "mine")
