@@ -243,6 +243,7 @@ def test_subclass_without_run_override_stays_on_the_wheel(
         def start(self) -> None:
             super().start()
 
+    shutdown()  # whatever ran before: no shared timer now
     before = threading.active_count()
     timers = [Plain(60.0, print) for _ in range(50)]
     for t in timers:
