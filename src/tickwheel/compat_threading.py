@@ -429,18 +429,18 @@ class Timer:
             self._tw_runner = threading.current_thread()
         try:
             self.function(*self.args, **self.kwargs)
-        except BaseException as exc:
+        except BaseException:
             # threading.Timer: the exception ends the thread via excepthook,
-            # and `finished` is left unset.
+            # and `finished` is left unset.  Any exception, as threading's
+            # _bootstrap_inner: the default hook ignores SystemExit, so
+            # sys.exit() in a callback ends it quietly.
             with _lock:
                 self._tw_state = _DONE
                 self._tw_runner = None
                 _started.discard(self)
                 _done.notify_all()
-            if isinstance(exc, Exception):
-                _invoke_excepthook(self)
-                return
-            raise
+            _invoke_excepthook(self)
+            return
         with _lock:
             self._tw_state = _DONE
             self._tw_runner = None
