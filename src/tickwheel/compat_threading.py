@@ -19,7 +19,8 @@ bytes.  ``cancel()`` is O(1) and frees the slot at once.
 >>> shutdown()   # stop the shared timer's threads (tests, embedding)
 
 Documented differences from ``threading.Timer`` (tested in
-``tests/test_compat_threading.py``):
+``tests/test_compat_threading.py`` and, for subclasses,
+``tests/test_compat_threading_subclass.py``):
 
 * callbacks run on the shared executor thread, one after another, so a slow
   callback delays the ones due after it.  Pass ``timer=SystemTimer(...,
@@ -147,7 +148,8 @@ def _invoke_excepthook(timer: Timer) -> None:
     try:
         threading.excepthook(threading.ExceptHookArgs((exc_type, exc, tb, timer)))
     except Exception:
-        print("Exception in threading.excepthook:", file=sys.stderr, flush=True)
+        if sys.stderr is not None:
+            print("Exception in threading.excepthook:", file=sys.stderr, flush=True)
         sys.excepthook(*sys.exc_info())
     finally:
         del exc, tb
