@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import gc
 import selectors
+import sys
 import threading
 from collections.abc import Coroutine
 from typing import Any, Callable
@@ -319,6 +320,95 @@ class TestAsyncioContract:
             return log
 
         assert run(main()) == ["entered"]
+
+    @pytest.mark.parametrize("how", ["timeout(0)", "timeout(-11)", "timeout_at(past)"])
+    def test_asyncio_timeout_past_deadline_fires_before_task_resumes(
+        self, impl: Any, how: str
+    ) -> None:
+        # Issue 16.1: a deadline at or before loop.time() goes through
+        # loop.call_soon, so even `await asyncio.sleep(0)` is interrupted.
+        async def main() -> tuple[bool, list[str]]:
+            loop = asyncio.get_running_loop()
+            cm = {
+                "timeout(0)": lambda: impl.timeout(0),
+                "timeout(-11)": lambda: impl.timeout(-11),
+                "timeout_at(past)": lambda: impl.timeout_at(loop.time() - 1),
+            }[how]()
+            log: list[str] = []
+            with pytest.raises(TimeoutError):
+                async with cm:
+                    await asyncio.sleep(0)
+                    log.append("resumed")
+            return cm.expired(), log
+
+        assert run(main()) == (True, [])
+
+    def test_asyncio_timeout_reschedule_to_past_deadline(self, impl: Any) -> None:
+        async def main() -> tuple[bool, list[str], float]:
+            loop = asyncio.get_running_loop()
+            log: list[str] = []
+            with pytest.raises(TimeoutError):
+                async with impl.timeout(10) as cm:
+                    await asyncio.sleep(0)
+                    cm.reschedule(loop.time())
+                    await asyncio.sleep(0)
+                    log.append("resumed")
+            return cm.expired(), log, loop.time() - cm.when()
+
+        expired, log, late = run(main())
+        assert (expired, log) == (True, [])
+        assert late == 0  # the virtual clock did not move: no timer was waited for
+
+    def test_asyncio_timeout_reschedule_past_then_future_cancels_the_soon(
+        self, impl: Any
+    ) -> None:
+        async def main() -> bool:
+            loop = asyncio.get_running_loop()
+            async with impl.timeout(None) as cm:
+                cm.reschedule(loop.time() - 1)
+                cm.reschedule(loop.time() + 10)
+                await spin()
+            return cm.expired()
+
+        assert run(main()) is False
+
+    def test_asyncio_timeout_cancelled_error_subclass(self, impl: Any) -> None:
+        # 3.11/3.12 convert only CancelledError itself, 3.13+ any subclass:
+        # the drop-in follows the running Python, as the stdlib does.
+        class MyCancelled(asyncio.CancelledError):
+            pass
+
+        async def main() -> str:
+            try:
+                async with impl.timeout(0.01):
+                    try:
+                        await asyncio.sleep(1)
+                    except asyncio.CancelledError:
+                        raise MyCancelled from None
+            except TimeoutError:
+                return "TimeoutError"
+            except MyCancelled:
+                return "MyCancelled"
+            return "no exception"
+
+        expected = "TimeoutError" if sys.version_info >= (3, 13) else "MyCancelled"
+        assert run(main()) == expected
+
+    def test_asyncio_timeout_error_is_both_timeout_errors(self, impl: Any) -> None:
+        # One class since 3.11; on 3.9/3.10 tickwheel raises a subclass of
+        # both, so `except asyncio.TimeoutError` (async-timeout, wait_for)
+        # and `except TimeoutError` (3.11 code) both catch it.
+        async def main() -> BaseException:
+            try:
+                async with impl.timeout(0.01):
+                    await asyncio.sleep(1)
+            except BaseException as exc:
+                return exc
+            raise AssertionError("no timeout")
+
+        err = run(main())
+        assert isinstance(err, TimeoutError)
+        assert isinstance(err, asyncio.TimeoutError)
 
     def test_asyncio_timeout_cancels_only_the_task_it_wraps(self, impl: Any) -> None:
         async def main() -> tuple[str, str]:
