@@ -703,3 +703,89 @@ def test_wheel_clock_choice() -> None:
         assert tw._uses_monotonic_clock(loop)
     finally:
         loop.close()
+
+
+# -- handle.postpone(): move a pending timer (issue 16, point 8) -----------------------
+
+
+def test_handle_postpone_moves_a_pending_callback() -> None:
+    async def main() -> list[tuple[str, float]]:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        log: list[tuple[str, float]] = []
+        h = tw.call_later(1.0, lambda: log.append(("idle", loop.time() - t0)))
+        for _ in range(5):  # a message every 0.6 s keeps the connection alive
+            await asyncio.sleep(0.6)
+            assert h.postpone(1.0) is True
+            assert h.when() == pytest.approx(loop.time() + 1.0, abs=0.001)
+            assert not h.cancelled()
+        await asyncio.sleep(2)
+        assert h.postpone(1.0) is False  # already ran
+        return log
+
+    ((name, at),) = run(main())
+    assert name == "idle" and 4.0 <= at <= 4.001  # 5 x 0.6 s, then 1 s
+
+
+def test_handle_postpone_sooner_rearms_the_loop_handle() -> None:
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        fired = loop.create_future()
+        h = tw.call_later(100.0, lambda: fired.set_result(loop.time()))
+        t0 = loop.time()
+        assert h.postpone(0.25) is True
+        return await fired, t0
+
+    at, t0 = run(main())
+    assert 0.25 <= at - t0 <= 0.251
+
+
+def test_handle_postpone_nonpositive_runs_next_iteration() -> None:
+    async def main() -> list[str]:
+        log: list[str] = []
+        h = tw.call_later(100.0, log.append, "ran")
+        assert h.postpone(-5) is True
+        await spin(2)
+        return log
+
+    assert run(main()) == ["ran"]
+
+
+def test_handle_postpone_after_cancel_and_bad_delays() -> None:
+    async def main() -> None:
+        wheel = tw.get_wheel()
+        h = wheel.call_later(10.0, print)
+        when = h.when()
+        for bad in ("1", None, [1]):
+            with pytest.raises(TypeError, match="delay must be a number of seconds"):
+                h.postpone(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="delay must not be NaN"):
+            h.postpone(float("nan"))
+        assert h.when() == when and len(wheel) == 1  # left in place
+        assert h.postpone(float("inf")) is True  # clamped, like call_later
+        assert 1e9 < h.when() < float("inf")
+        assert h.cancel() is True
+        assert h.postpone(1.0) is False and h.cancelled()
+        assert len(wheel) == 0
+
+    run(main())
+
+
+def test_timeout_postpone_moves_the_deadline() -> None:
+    async def main() -> tuple[bool, float]:
+        loop = asyncio.get_running_loop()
+        cm = tw.timeout(1.0)
+        with pytest.raises(RuntimeError, match="has not been entered"):
+            cm.postpone(1.0)
+        t0 = loop.time()
+        with pytest.raises(TimeoutError):
+            async with cm:
+                for _ in range(3):
+                    await asyncio.sleep(0.5)
+                    assert cm.postpone(1.0) is True
+                    assert cm.when() == loop.time() + 1.0
+                await asyncio.sleep(10)
+        return cm.expired(), loop.time() - t0
+
+    expired, took = run(main())
+    assert expired and 2.5 <= took <= 2.501

@@ -115,6 +115,7 @@ _MISSING = object()
 # saves asyncio a copy_context() per re-arm; each task enters its own context.
 _DRIVER_CONTEXT = _Context()
 _task_cancelled = TimerTask.cancelled.__get__
+_task_postpone = TimerTask.postpone
 # Unbound, so the hot path skips creating a bound method per call.
 _core_add = TimerCore.add
 # One C call that makes the handle (no __init__) and adds it
@@ -174,6 +175,28 @@ class TimerHandle(TimerTask):
     def when(self) -> float:
         """The scheduled time in loop-time seconds, rounded up to the wheel tick."""
         return self.expiration_ms / 1000
+
+    def postpone(self, delay: float) -> bool:
+        """Move the pending callback to run ``delay`` seconds from now.
+
+        What a heartbeat or an idle timeout does on every message, without a
+        cancel() and a new call_later(): the handle stays the same object.
+        ``delay`` is read like call_later's (rounded up to the tick; <= 0
+        runs it on the next loop iteration).  asyncio's handles have no
+        such method.
+
+        Runtime complexity: O(levels) (an O(1) unlink, then the add).
+
+        :return: True if the callback was pending and now runs ``delay``
+            from now; False if it already ran or was cancelled
+        :raises TypeError: if ``delay`` is not a number
+        :raises ValueError: if ``delay`` is NaN
+        """
+        try:
+            return _task_postpone(self, delay * 1000.0)
+        except (TypeError, ValueError, OverflowError):
+            # Raise with our argument's name, or clamp as call_later does.
+            return _task_postpone(self, _delay_ms(delay, "delay"))
 
     def get_context(self) -> contextvars.Context:
         """The context the callback runs in (a copy is entered for each run)."""
@@ -680,7 +703,13 @@ class Timeout(TimerTask):
         :raises RuntimeError: unless the timeout is entered and not expiring
         :raises TypeError: if ``delay`` is not a number
         """
-        self.reschedule(self._tm_wheel.time() + _delay_ms(delay, "delay") / 1000)
+        delay_ms = _delay_ms(delay, "delay")
+        if not -_LIMIT_MS < delay_ms < _LIMIT_MS:
+            delay = delay_ms / 1000  # clamped, like call_later's
+        loop = self._tm_wheel._loop_ref()
+        self.reschedule(
+            (self._tm_wheel.time() if loop is None else loop.time()) + delay
+        )
         return True
 
     def expired(self) -> bool:
