@@ -64,7 +64,12 @@ Documented differences from asyncio (tested in ``tests/test_compat_asyncio.py``)
   ``MAX_DELAY_MS`` (about 146 years), so ``when()`` stays finite.
 * On Python < 3.11 (no ``Task.uncancel()``), a CancelledError that reaches
   an expired ``timeout()`` block always becomes TimeoutError, even if the
-  task was also cancelled from outside.
+  task was also cancelled from outside; that TimeoutError is also an
+  ``asyncio.TimeoutError`` (a different class before 3.11).  From 3.11 on,
+  ``timeout()`` follows the running Python's ``asyncio.timeout`` (3.13
+  changed how it treats exceptions other than CancelledError).
+* Handles and ``Timeout`` have ``postpone(delay)``, which moves a pending
+  timer to ``delay`` seconds from now (asyncio: cancel() + call_later()).
 * Exceptions in callbacks go to ``loop.call_exception_handler`` as in
   asyncio; ``SystemExit``/``KeyboardInterrupt`` propagate out of the loop and
   the remaining due callbacks run on the next iteration.
