@@ -15,6 +15,10 @@ Goals (issue 4), checked in the "goal" column:
 * ``sched``: enter + cancel of 20,000 events >= 100x faster than stdlib;
 * 10,000 ``Timer.start()`` + ``cancel()`` vs ``threading.Timer``: threads
   created, wall time and peak RSS (each side in its own subprocess).
+
+Also shown (issue 16): moving one of 10,000 pending idle timers per message,
+asyncio's ``cancel()`` + ``call_later()`` against ``handle.postpone()``, on
+the default loop and under uvloop.
 """
 
 from __future__ import annotations
