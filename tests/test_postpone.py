@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import math
+import threading
+import time
 
 import pytest
 
@@ -185,3 +187,46 @@ def test_postpone_subclass_task_that_overrides_run(timers):
     assert beat.postpone(15) is True
     timer.advance_clock(15)
     assert beat.n == 2
+
+
+def test_postpone_of_a_due_task_leaves_the_ready_list(timers):
+    # Found by the asyncio model: a due task taken back into a bucket left a
+    # stale entry in the ready list, which ran it ahead of a task due before
+    # it once both were due (the same for timer.add() of a due task).
+    core = timers.core.TimerCore(manual=True)
+    late = timers.TimerTask(-1, print)
+    core.add(late)
+    assert late.postpone(7) is True
+    early = timers.TimerTask(-1, print)
+    core.add(early)
+    core._check()
+    core.now_ns = 10_000_000
+    assert core.poll(core.now_ms) == [early, late]
+
+
+@pytest.mark.parametrize("how", ["postpone", "add"])
+def test_due_task_moved_while_due_is_listed_once(timers, how):
+    core = timers.core.TimerCore(manual=True)
+    task = timers.TimerTask(-1, print)
+    core.add(task)
+    if how == "postpone":
+        assert task.postpone(-2) is True
+    else:
+        task.delay_ms = -2
+        core.add(task)
+    assert task.state == "expired" and len(core) == 1
+    core._check()
+    assert core.poll(core.now_ms) == [task]
+
+
+@pytest.mark.slow
+def test_postpone_sooner_wakes_a_sleeping_system_timer(timers, no_thread_leak):
+    # Real threads: the timer sleeps until its one task is due in an hour;
+    # moving the task to 1 ms must wake it (postpone calls _on_wake), or this
+    # waits for the 30 s liveness bound and fails.  No duration is asserted.
+    fired = threading.Event()
+    with timers.SystemTimer() as timer:
+        task = timer.schedule(3_600_000, fired.set)
+        time.sleep(0.05)  # let the thread keeping time go to sleep
+        assert task.postpone(1) is True
+        assert fired.wait(30)

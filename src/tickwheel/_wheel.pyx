@@ -1121,6 +1121,19 @@ cdef enum:
     DETACH_MIN = 64
 
 
+cdef inline bint _drop_ready(list ready, TimerTask task) except -1:
+    # A due task re-added before it ran leaves the ready list, so it is never
+    # listed twice (a stale entry would run it ahead of tasks due before it
+    # once it came due again).  Only tasks due when added are listed there.
+    cdef Py_ssize_t i = PyList_GET_SIZE(ready)
+    while i > 0:
+        i -= 1
+        if PyList_GET_ITEM(ready, i) == <PyObject *>task:
+            del ready[i]
+            return True
+    return False
+
+
 cdef class TimerCore:
     """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
 
@@ -1335,6 +1348,7 @@ cdef class TimerCore:
             else:
                 self._counter.value -= 1
                 task._list = None
+                _drop_ready(self._ready, task)
         return self._place(task, now_ns, expiration)
 
     @cython.final

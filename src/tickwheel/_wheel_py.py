@@ -1047,6 +1047,14 @@ class TimerCore:
             else:
                 self._counter.value -= 1
                 task._list = None
+                # A due task re-added before it ran leaves the ready list, so
+                # it is never listed twice (a stale entry would run it ahead
+                # of tasks due before it once it came due again).
+                ready = self._ready
+                for i in range(len(ready) - 1, -1, -1):
+                    if ready[i] is task:
+                        del ready[i]
+                        break
         task._expiration_ms = expiration
         task._state = _PENDING
         before = len(self._queue._heap)
