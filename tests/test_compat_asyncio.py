@@ -343,6 +343,23 @@ class TestAsyncioContract:
 
         assert run(main()) == (True, [])
 
+    def test_asyncio_timeout_past_deadline_block_without_await(self, impl: Any) -> None:
+        # The call_soon'd expiry of a past deadline must be withdrawn when the
+        # block exits before it ran: no late cancel of the task, no loop error.
+        async def main() -> tuple[bool, bool, list[Any]]:
+            loop = asyncio.get_running_loop()
+            errors: list[Any] = []
+            loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+            async with impl.timeout(0) as cm:
+                pass
+            await spin()
+            task = asyncio.current_task()
+            assert task is not None
+            cancelling = getattr(task, "cancelling", lambda: 0)()  # 3.11+
+            return cm.expired(), cancelling > 0, errors
+
+        assert run(main()) == (False, False, [])
+
     def test_asyncio_timeout_reschedule_to_past_deadline(self, impl: Any) -> None:
         async def main() -> tuple[bool, list[str], float]:
             loop = asyncio.get_running_loop()
