@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .engine import REJECT_REASONS
+from .validate import InputInfo, inspect_input
 
 __all__ = ["read_events", "run_replay", "summarize"]
 
@@ -56,48 +57,37 @@ class _Progress:
         )
 
 
-def read_events(spark: Any, path: str, fmt: str | None = None) -> Any:
+def read_events(
+    spark: Any, path: str, fmt: str | None = None, info: InputInfo | None = None
+) -> Any:
     """Read the events table: Parquet by default, CSV (with header) or JSON lines.
 
-    The format comes from ``fmt`` or, failing that, the path's suffix
-    (``.csv``, ``.json``/``.jsonl``; a directory is read as Parquet unless
-    its files say otherwise).  CSV and JSON columns are read as strings and
-    cast by the replay, so a bad value becomes a rejected row, not a failure.
+    Columns are matched by *name* in every format: Parquet and JSON carry
+    names, and a CSV is read with the names of its own header (checked by
+    :func:`tickwheel.spark.validate.inspect_input`, which also tells the
+    format from ``fmt`` or the suffix), never by position.  CSV and JSON
+    columns are read as strings and cast by the replay, so a bad value
+    becomes a rejected row, not a failure.
 
-    :raises FileNotFoundError: if a local ``path`` does not exist
-    :raises ValueError: for an unknown ``fmt``
+    :param info: the result of ``inspect_input(path, fmt)`` if already known
+    :raises ReplayUsageError: (a ValueError) for a missing input, an unknown
+        format or a missing column
     """
-    if "://" not in path and not os.path.exists(path):
-        raise FileNotFoundError(f"input {path!r} does not exist")
-    if fmt is None:
-        fmt = _guess_format(path)
-    if fmt == "parquet":
-        return spark.read.parquet(path)
+    if info is None:
+        info = inspect_input(path, fmt)
     from pyspark.sql.types import StringType, StructField, StructType
 
     from .engine import INPUT_COLUMNS
 
+    if info.format == "parquet":
+        return spark.read.parquet(path)
+    if info.format == "csv":
+        if not info.columns:  # a URL: Spark takes the names from the header
+            return spark.read.csv(path, header=True, inferSchema=False)
+        header = StructType([StructField(c, StringType()) for c in info.columns])
+        return spark.read.csv(path, header=True, schema=header, enforceSchema=True)
     strings = StructType([StructField(c, StringType()) for c in INPUT_COLUMNS])
-    if fmt == "csv":
-        return spark.read.csv(path, header=True, schema=strings)
-    if fmt == "json":
-        return spark.read.json(path, schema=strings)
-    raise ValueError(f"fmt must be 'parquet', 'csv' or 'json', got {fmt!r}")
-
-
-def _guess_format(path: str) -> str:
-    lower = path.lower().rstrip("/")
-    if lower.endswith(".csv"):
-        return "csv"
-    if lower.endswith((".json", ".jsonl")):
-        return "json"
-    if os.path.isdir(path):
-        names = [n.lower() for n in os.listdir(path) if not n.startswith((".", "_"))]
-        if names and all(n.endswith(".csv") for n in names):
-            return "csv"
-        if names and all(n.endswith((".json", ".jsonl")) for n in names):
-            return "json"
-    return "parquet"
+    return spark.read.json(path, schema=strings)
 
 
 def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
@@ -281,6 +271,63 @@ def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
     return written
 
 
+def preflight(
+    input_path: str,
+    output: str,
+    *,
+    fmt: str | None = None,
+    overwrite: bool = False,
+    keep: tuple[str, ...] = (),
+    master: str | None = None,
+) -> tuple[InputInfo, list[str]]:
+    """Every check that needs no Spark, in the order a user would fix them.
+
+    Also finishes or removes what killed runs left beside OUTPUT (see
+    :func:`tickwheel.spark.commit.recover`).  ``master=None`` skips the
+    Java and master checks (a session is given).
+
+    :return: (what the input holds, lines about recovered staging dirs)
+    :raises ReplayUsageError: with one line saying what is wrong
+    """
+    from .commit import recover
+    from .validate import check_java, check_master, check_output, is_url
+
+    recovered = [] if is_url(output) else recover(output)
+    info = inspect_input(input_path, fmt)
+    check_output(output, overwrite, keep)
+    if master is not None:
+        check_master(master)
+        check_java()
+    return info, recovered
+
+
+def _check_remote_output(spark: Any, output: str, overwrite: bool) -> None:
+    """A remote OUTPUT must not hold anything unless ``overwrite`` (Hadoop FS)."""
+    from .validate import ReplayUsageError
+
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(output)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return
+    if not fs.getFileStatus(path).isDirectory():
+        raise ReplayUsageError(f"OUTPUT {output!r} is an existing file")
+    if len(fs.listStatus(path)) and not overwrite:
+        raise ReplayUsageError(
+            f"OUTPUT {output!r} is not empty; give a new directory, or "
+            "--overwrite to replace the outputs this tool writes there"
+        )
+
+
+def _engine_mode(meta: list[dict[str, Any]]) -> str:
+    accelerated = sorted({bool(r["accelerated"]) for r in meta})
+    if accelerated == [True]:
+        return "accelerated"
+    if accelerated == [False]:
+        return "pure Python"
+    return "mixed (some workers pure Python)" if accelerated else "no tasks"
+
+
 def run_replay(
     input_path: str,
     output: str,
@@ -294,66 +341,138 @@ def run_replay(
     plots: bool = True,
     out: TextIO | None = None,
     spark: Any = None,
+    overwrite: bool = False,
+    keep: tuple[str, ...] = (),
+    console: Any = None,
 ) -> int:
     """Run the replay job; return the exit code (0: nothing rejected, 1: some rows).
 
+    Checks everything it can before Spark starts (:func:`preflight`), writes
+    the results to a staging directory beside a local OUTPUT and moves them
+    into place at the end with a ``_SUCCESS`` manifest
+    (:mod:`tickwheel.spark.commit`).
+
     :param input_path: events (Parquet dataset/file, CSV or JSON lines)
-    :param output: output directory (created; existing outputs are replaced)
+    :param output: output directory: new or empty, unless ``overwrite``
     :param master: Spark master URL
     :param timeout_ms: None (row timeouts) or timeouts to sweep in one pass
     :param replica_lag_max_ms: None (fixed ISR) or the ISR lag limit
     :param conf: further Spark settings for the session this builds
     :param out: where progress and the summary go (default: sys.stdout)
     :param spark: an existing SparkSession to use (default: build one)
+    :param overwrite: replace the files an earlier run listed in its manifest
+    :param keep: entries of OUTPUT that may be there (``input`` for --demo)
+    :param console: a :class:`~tickwheel.spark._console.SparkConsole`
+    :raises ReplayUsageError: (a ValueError) for bad arguments or input
     """
-    if out is None:
-        out = sys.stdout
-    from ._glue import replay_to, spark_session
     from .engine import _check_lag, normalize_timeouts
+    from .validate import is_url
 
-    normalize_timeouts(list(timeout_ms) if timeout_ms else None)
+    out = sys.stdout if out is None else out
+    timeouts = list(timeout_ms) if timeout_ms else None
+    normalize_timeouts(timeouts)
     _check_lag(replica_lag_max_ms)
+    info, recovered = preflight(
+        input_path,
+        output,
+        fmt=fmt,
+        overwrite=overwrite,
+        keep=keep,
+        master=master if spark is None else None,
+    )
+    for line in recovered:
+        print(line, file=out)
     progress = _Progress(STAGES, out)
     progress.stage(f"starting Spark ({master})")
     if spark is None:
-        spark = spark_session(master, ui=ui, extra_conf=conf)
+        spark = _start_spark(master, ui, conf or {}, console)
     progress.done(f"Spark {spark.version}")
+    remote = is_url(output)
+    if remote:
+        _check_remote_output(spark, output, overwrite)
+    from .commit import stage
 
-    progress.stage(f"reading {input_path}")
-    events = read_events(spark, input_path, fmt)
-    progress.done(f"columns {events.columns}")
+    target = output if remote else stage(output)
+    try:
+        code = _replay_stages(
+            spark, progress, info, target, timeouts, replica_lag_max_ms, plots, out
+        )
+        if not remote:
+            _commit(target, output, info, timeouts, replica_lag_max_ms)
+    except BaseException:
+        if not remote:
+            import shutil
 
-    settings = "row timeouts" if not timeout_ms else f"timeouts {list(timeout_ms)} ms"
-    isr = (
-        "fixed ISR"
-        if replica_lag_max_ms is None
-        else f"replica lag max {replica_lag_max_ms} ms"
+            shutil.rmtree(target, ignore_errors=True)
+        raise
+    print(
+        f"total {time.perf_counter() - progress.started:.1f} s; outputs in {output}",
+        file=out,
     )
+    return code
+
+
+def _start_spark(master: str, ui: bool, conf: dict[str, str], console: Any) -> Any:
+    from ._console import jvm_stderr, spark_console
+    from ._glue import spark_session
+
+    if console is None:
+        console = spark_console(False, conf)
+    with jvm_stderr(console):
+        return spark_session(
+            master,
+            ui=ui,
+            progress=console.progress,
+            extra_conf={**conf, **console.conf},
+        )
+
+
+def _commit(
+    staging: str,
+    output: str,
+    info: InputInfo,
+    timeouts: list[int] | None,
+    lag_ms: int | None,
+) -> None:
+    from .commit import commit
+
+    settings = {
+        "input": info.path,
+        "timeout_ms": timeouts,
+        "replica_lag_max_ms": lag_ms,
+    }
+    commit(staging, output, settings)
+
+
+def _replay_stages(
+    spark: Any,
+    progress: _Progress,
+    info: InputInfo,
+    target: str,
+    timeouts: list[int] | None,
+    lag_ms: int | None,
+    plots: bool,
+    out: TextIO,
+) -> int:
+    """Stages 2-6: read, replay and write, count, summarize, plot (into ``target``)."""
+    from ._glue import replay_to
+
+    progress.stage(f"reading {info.path}")
+    events = read_events(spark, info.path, info=info)
+    extra = f"; ignoring extra column(s) {', '.join(info.extra)}" if info.extra else ""
+    progress.done(f"{info.format}{extra}")
+
+    settings = "row timeouts" if not timeouts else f"timeouts {timeouts} ms"
+    isr = "fixed ISR" if lag_ms is None else f"replica lag max {lag_ms} ms"
     progress.stage(f"replaying through the purgatory ({settings}, {isr}) and writing")
-    if "://" not in output:
-        os.makedirs(output, exist_ok=True)
-    meta = replay_to(
-        events, output, list(timeout_ms) if timeout_ms else None, replica_lag_max_ms
-    )
+    meta = replay_to(events, target, timeouts, lag_ms)
     events_n = sum(r["events"] for r in meta)
-    accelerated = sorted({bool(r["accelerated"]) for r in meta})
-    mode = (
-        "accelerated"
-        if accelerated == [True]
-        else "pure Python"
-        if accelerated == [False]
-        else "mixed (some workers pure Python)"
-        if accelerated
-        else "no tasks"
-    )
-    progress.done(
-        f"{events_n:,} events, {len(meta)} engine tasks, engine {mode}; "
-        f"wrote outcomes/, purgatory_size/, rejected/ to {output}"
-    )
+    mode = _engine_mode(meta)
+    progress.done(f"{events_n:,} events, {len(meta)} engine tasks, engine {mode}")
 
     progress.stage("counting rejected rows")
-    outcomes = spark.read.parquet(join(output, "outcomes"))
-    rejected = spark.read.parquet(join(output, "rejected"))
+    outcomes = spark.read.parquet(join(target, "outcomes"))
+    rejected = spark.read.parquet(join(target, "rejected"))
     rejected_counts = {
         r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()
     }
@@ -362,28 +481,22 @@ def run_replay(
     progress.stage("summarizing")
     summary = summarize(outcomes, rejected_counts)
     summary["settings"] = {
-        "timeout_ms": list(timeout_ms) if timeout_ms else None,
-        "replica_lag_max_ms": replica_lag_max_ms,
-        "input": input_path,
+        "timeout_ms": timeouts,
+        "replica_lag_max_ms": lag_ms,
+        "input": info.path,
         "events": events_n,
         "engine": mode,
         "reject_reasons": list(REJECT_REASONS) + ["invalid <column>"],
     }
-    if "://" not in output:
-        with open(os.path.join(output, "summary.json"), "w") as fh:
+    if "://" not in target:
+        with open(os.path.join(target, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
     progress.done()
     print_summary(summary, out)
 
     progress.stage("plotting")
-    sizes = spark.read.parquet(join(output, "purgatory_size"))
-    sweep = bool(timeout_ms)
-    written = (
-        _plots(outcomes, sizes, output, sweep) if plots and "://" not in output else []
-    )
+    sizes = spark.read.parquet(join(target, "purgatory_size"))
+    local = plots and "://" not in target
+    written = _plots(outcomes, sizes, target, bool(timeouts)) if local else []
     progress.done(", ".join(os.path.basename(p) for p in written) or "skipped")
-    print(
-        f"total {time.perf_counter() - progress.started:.1f} s; outputs in {output}",
-        file=out,
-    )
     return 1 if sum(rejected_counts.values()) else 0

@@ -1,0 +1,100 @@
+"""What the user sees of Spark: its log in a file, its progress bar in a terminal only.
+
+Why: Spark's driver prints its startup banner, WARN lines and, on a
+failure, Java stack traces of hundreds of lines to the console, and its
+progress bar leaves ``[Stage 3:=====>   (2 + 2) / 5]`` fragments in a log
+that is not a terminal.  Unless ``--verbose``:
+
+* Spark's log4j output goes to a file (``spark.log`` in a temp directory,
+  named in the error message if the job fails, deleted otherwise);
+* when stderr is not a terminal (CI logs, ``| tee``), the JVM's whole
+  stderr goes to that file too (what its launcher and the Python workers
+  print), and the progress bar is off;
+* in a terminal the progress bar stays, and the engine's per-worker
+  "accelerated" line is not printed (the stage line reports the same).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+_LOG4J = """\
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = warn
+"""
+
+
+@dataclass
+class SparkConsole:
+    """Where Spark's output goes for one run; ``conf`` goes to the session builder."""
+
+    verbose: bool
+    tty: bool
+    log_dir: str | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def log_path(self) -> str | None:
+        return os.path.join(self.log_dir, "spark.log") if self.log_dir else None
+
+    @property
+    def progress(self) -> bool:
+        return self.tty
+
+    def close(self, keep_log: bool) -> None:
+        """Delete the log unless it is wanted (after an error)."""
+        if self.log_dir and not keep_log:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+
+
+def spark_console(verbose: bool, user_conf: dict[str, str]) -> SparkConsole:
+    """The console set-up for this run (see the module docstring)."""
+    console = SparkConsole(verbose, sys.stderr.isatty())
+    if verbose:
+        return console
+    console.log_dir = tempfile.mkdtemp(prefix="tickwheel-replay-")
+    config = os.path.join(console.log_dir, "log4j2.properties")
+    with open(config, "w") as fh:
+        fh.write(_LOG4J.format(path=console.log_path))
+    key = "spark.driver.extraJavaOptions"
+    option = f"-Dlog4j2.configurationFile=file:{config}"
+    console.conf[key] = (user_conf.get(key, "") + " " + option).strip()
+    console.conf["spark.executorEnv.TICKWHEEL_ENGINE_QUIET"] = "1"
+    os.environ["TICKWHEEL_ENGINE_QUIET"] = "1"  # local workers inherit it
+    return console
+
+
+@contextlib.contextmanager
+def jvm_stderr(console: SparkConsole) -> Iterator[None]:
+    """While the JVM starts, point file descriptor 2 at the log (no terminal only).
+
+    The JVM and the Python workers it forks keep that descriptor, so
+    nothing they print reaches the user; this process gets its stderr back.
+    """
+    if console.verbose or console.tty or console.log_path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(console.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
