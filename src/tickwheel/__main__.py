@@ -114,8 +114,8 @@ class _Parser(argparse.ArgumentParser):
 _HELP = argparse.RawDescriptionHelpFormatter
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``tickwheel`` command."""
+def build_parsers() -> dict[str, argparse.ArgumentParser]:
+    """The parsers of ``tickwheel`` (key ``""``) and of each command."""
     parser = _Parser(
         prog="tickwheel",
         description="tickwheel: Kafka's hierarchical timing wheel and purgatory. "
@@ -149,6 +149,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     demo.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     replay = _add_spark_commands(sub)
+    return {
+        "": parser,
+        "demo": demo,
+        "replay": replay,
+        "gen-trace": sub.choices["gen-trace"],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tickwheel`` command."""
+    parsers = build_parsers()
+    parser, demo, replay = parsers[""], parsers["demo"], parsers["replay"]
     args = parser.parse_args(argv)
     if args.command == "replay":
         return _run_replay(replay, args)
@@ -212,7 +224,8 @@ def _add_spark_commands(sub: Any) -> argparse.ArgumentParser:
         "--demo",
         metavar="OUTPUT",
         help="generate a trace into OUTPUT/input (reused if there) and replay it "
-        "into OUTPUT; run again, it replaces its own earlier results",
+        "into OUTPUT; run again, it replaces its own earlier results "
+        "(default: replay INPUT into OUTPUT)",
     )
     replay.add_argument(
         "--overwrite",

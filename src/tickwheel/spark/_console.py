@@ -73,8 +73,8 @@ def spark_console(verbose: bool, user_conf: dict[str, str]) -> SparkConsole:
     key = "spark.driver.extraJavaOptions"
     option = f"-Dlog4j2.configurationFile=file:{config}"
     console.conf[key] = (user_conf.get(key, "") + " " + option).strip()
+    # Python workers, local ones included, get spark.executorEnv.* settings.
     console.conf["spark.executorEnv.TICKWHEEL_ENGINE_QUIET"] = "1"
-    os.environ["TICKWHEEL_ENGINE_QUIET"] = "1"  # local workers inherit it
     return console
 
 
