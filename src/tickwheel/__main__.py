@@ -485,17 +485,42 @@ def _report(exc: Exception, verbose: bool, console: Any) -> None:
         import traceback
 
         traceback.print_exc()
+    log = _spark_log(console)
     if isinstance(exc, (ReplayUsageError, ValueError, TypeError, FileExistsError)):
         message = str(exc)
-        if console is not None:
-            console.close(keep_log=False)
     else:
-        log = getattr(console, "log_path", None)
-        where = f"; Spark's log: {log}" if log else ""
-        message = f"the job failed: {_first_line(exc)}{where}"
-        if not verbose:
+        gist = _first_line(exc)
+        cause = _log_error(log) if log else None
+        if "JAVA_GATEWAY_EXITED" in gist:
+            message = f"Spark did not start: {cause or gist}"
+        else:
+            message = f"the job failed: {gist}"
+        if log:
+            message += f" (Spark's log: {log})"
+        elif not verbose:
             message += " (--verbose shows the traceback)"
+    if console is not None:
+        console.close(keep_log=bool(log))
     print(f"tickwheel replay: {message}", file=sys.stderr)
+
+
+def _spark_log(console: Any) -> str | None:
+    """The Spark log of this run if it holds anything."""
+    import os
+
+    log = getattr(console, "log_path", None)
+    return log if log and os.path.exists(log) and os.path.getsize(log) else None
+
+
+def _log_error(log: str) -> str | None:
+    """The first line of Spark's log that names an error (what the JVM said)."""
+    import re
+
+    with open(log, errors="replace") as fh:
+        for line in fh:
+            if re.search(r"Exception|Error|Invalid|invalid", line):
+                return line.strip()[:300]
+    return None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -344,3 +345,38 @@ def test_cli_replay_killed_mid_write_leaves_output_as_it_was(tmp_path):
     assert recover(str(out)) == [f"removed {staging.name} (staging of a killed run)"]
     assert sorted(os.listdir(tmp_path)) == ["events", "out"]
     assert snapshot(out) == before
+
+
+def test_cli_spark_that_does_not_start_is_one_line_naming_the_cause(events, tmp_path):
+    out = tmp_path / "out"
+    argv = [str(events["parquet"]), str(out), "--conf", "spark.driver.memory=abc"]
+    code, stdout, err, seconds = cli("replay", *argv)
+    print(f"exit {code} after {seconds:.2f} s: {err.strip()}")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("tickwheel replay: Spark did not start: "), err
+    assert "-Xmxabc" in lines[0] and "Traceback" not in err
+    log = lines[0].rsplit("Spark's log: ", 1)[1].rstrip(")")
+    assert "Could not create the Java Virtual Machine" in Path(log).read_text()
+    shutil.rmtree(os.path.dirname(log))
+    assert sorted(os.listdir(tmp_path)) == []  # no OUTPUT, no staging
+
+
+def test_cli_failure_after_spark_started_is_one_line(
+    spark, events, tmp_path, capsys, monkeypatch
+):
+    from tickwheel.__main__ import main
+    from tickwheel.spark import job
+
+    def fail(*args: Any, **kwargs: Any) -> int:
+        raise RuntimeError("executor lost\n\tat org.apache.spark.Somewhere")
+
+    monkeypatch.setattr(job, "_replay_stages", fail)
+    out = tmp_path / "out"
+    assert main(["replay", str(events["parquet"]), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "tickwheel replay: the job failed: executor lost "
+        "(--verbose shows the traceback)"
+    ]
+    assert sorted(os.listdir(tmp_path)) == []  # staging removed, no OUTPUT
