@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -380,3 +381,38 @@ def test_cli_failure_after_spark_started_is_one_line(
         "(--verbose shows the traceback)"
     ]
     assert sorted(os.listdir(tmp_path)) == []  # staging removed, no OUTPUT
+
+
+@pytest.mark.parametrize("pause", [0.05, 0.0])
+def test_relay_passes_only_the_progress_bar_to_a_terminal(tmp_path, pause):
+    from tickwheel.spark._console import relay
+
+    chunks = [
+        b"WARNING: Using incubator modules: jdk.incubator.vector\n",
+        b"26/11/24 WARN NativeCodeLoader: no native-hadoop\n\r[Sta",  # cut by a read
+        b"ge 3:=====>      (2 + 2) / 5]\r[Stage 3:=======>    (3 + 2) / 5]",
+        b"\r" + b" " * 80 + b"\r",
+        b"tickwheel engine on pid 1: accelerated\n",
+    ]
+    source_r, source_w = os.pipe()
+    term_r, term_w = os.pipe()
+    log = tmp_path / "spark.log"
+    reader = threading.Thread(target=relay, args=(source_r, str(log), term_w))
+    reader.start()  # closes source_r and term_w at EOF
+    # With a pause, one read per chunk, most likely; without, fewer reads.
+    for chunk in chunks if pause else [b"".join(chunks)]:
+        os.write(source_w, chunk)
+        time.sleep(pause)
+    os.close(source_w)
+    reader.join(10)
+    with os.fdopen(term_r, "rb") as fh:
+        terminal = fh.read()
+    assert terminal == (
+        b"\r[Stage 3:=====>      (2 + 2) / 5]\r[Stage 3:=======>    (3 + 2) / 5]"
+        + b"\r"
+        + b" " * 80
+        + b"\r"
+    )
+    assert log.read_bytes() == chunks[0] + (
+        b"26/11/24 WARN NativeCodeLoader: no native-hadoop\n" + chunks[-1]
+    )
