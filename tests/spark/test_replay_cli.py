@@ -319,12 +319,15 @@ def test_cli_replay_killed_mid_write_leaves_output_as_it_was(tmp_path):
         json.dumps({"tool": "tickwheel replay", "written": written})
     )
     before = snapshot(out)
+    tmp = tmp_path / "tmp"  # the run's Spark log goes here (it cannot clean up)
+    tmp.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tickwheel", "replay", str(events), str(out)]
         + ["--overwrite", "--master", "local[1]", "--no-plots"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp)},
     )
     staging = tmp_path / f".out.tickwheel-staging-{proc.pid}"
     children: list[int] = []
@@ -344,8 +347,9 @@ def test_cli_replay_killed_mid_write_leaves_output_as_it_was(tmp_path):
     assert snapshot(out) == before
     assert staging.exists()  # what the killed run left, beside OUTPUT
     assert recover(str(out)) == [f"removed {staging.name} (staging of a killed run)"]
-    assert sorted(os.listdir(tmp_path)) == ["events", "out"]
+    assert sorted(os.listdir(tmp_path)) == ["events", "out", "tmp"]
     assert snapshot(out) == before
+    shutil.rmtree(tmp)
 
 
 def test_cli_spark_that_does_not_start_is_one_line_naming_the_cause(events, tmp_path):
