@@ -149,42 +149,84 @@ def _fmt_ms(value: Any) -> str:
     return f"{value:,.0f}"
 
 
-def print_summary(
-    summary: dict[str, Any], out: TextIO, max_partitions: int = 12
-) -> None:
-    """The summary as a fixed-width table (overall, then the worst partitions)."""
-    head = (
-        f"{'timeout_ms':>10} {'partition':<16} {'requests':>10} {'expired':>9} "
-        f"{'expiry':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+def _timeout_label(timeout: Any) -> str:
+    return "own" if timeout is None else f"{timeout:,}"
+
+
+def _row(row: dict[str, Any], name: str) -> str:
+    lat = row["latency_ms"]
+    return (
+        f"{_timeout_label(row['timeout_ms']):>10} {name:<16.16} "
+        f"{row['requests']:>10,} {row['completed']:>10,} {row['expired']:>9,} "
+        f"{row['expiry_rate']:>7.2%} {_fmt_ms(lat['p50']):>8} "
+        f"{_fmt_ms(lat['p95']):>8} {_fmt_ms(lat['p99']):>8} {_fmt_ms(lat['max']):>8}"
     )
 
-    def line(row: dict[str, Any], partition: str) -> str:
-        lat = row["latency_ms"]
-        timeout = row["timeout_ms"]
-        return (
-            f"{'row' if timeout is None else timeout:>10} {partition:<16.16} "
-            f"{row['requests']:>10,} {row['expired']:>9,} {row['expiry_rate']:>7.2%} "
-            f"{_fmt_ms(lat['p50']):>8} {_fmt_ms(lat['p95']):>8} "
-            f"{_fmt_ms(lat['p99']):>8} {_fmt_ms(lat['max']):>8}"
-        )
 
-    print(head, file=out)
-    for row in summary["overall"]:
-        print(line(row, "(all)"), file=out)
-    worst = sorted(summary["per_partition"], key=lambda r: -r["expiry_rate"])
-    shown = worst[:max_partitions]
-    if shown:
-        print(f"-- {len(shown)} partitions with the highest expiry rate:", file=out)
-        for row in shown:
-            print(line(row, str(row["partition"])), file=out)
-    rejected = summary["rejected"]
-    total = sum(rejected.values())
-    print(f"rejected rows: {total:,}" + (f" {rejected}" if total else ""), file=out)
+_HEAD = (
+    f"{'timeout ms':>10} {'partition':<16} {'requests':>10} {'completed':>10} "
+    f"{'expired':>9} {'expiry':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
+)
+
+
+def _more(count: int, shown: int, out: TextIO) -> None:
+    if count > shown:
+        print(f"  ... {count - shown:,} more", file=out)
+
+
+def _attention(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Partitions with expired requests, worst first: expiry rate, then p99."""
+    expiring = [r for r in rows if r["expired"]]
+
+    def key(row: dict[str, Any]) -> tuple[float, float]:
+        p99 = row["latency_ms"]["p99"]
+        return (-row["expiry_rate"], -(p99 if p99 is not None else -1.0))
+
+    return sorted(expiring, key=key)
+
+
+def print_summary(summary: dict[str, Any], out: TextIO, limit: int = 12) -> None:
+    """The summary as fixed-width tables, each capped at ``limit`` rows.
+
+    Overall per timeout setting, then the partitions that need attention
+    (any expired request; by expiry rate, then p99 latency), then the
+    rejected rows by reason.  Latencies are of completed requests.
+    """
+    print(
+        "latency ms (p50 p95 p99 max) of completed requests; timeout "
+        "'own' = each request's own timeout_ms",
+        file=out,
+    )
+    print(_HEAD, file=out)
+    overall = summary["overall"]
+    for row in overall[:limit]:
+        print(_row(row, "(all)"), file=out)
+    _more(len(overall), limit, out)
+    worst = _attention(summary["per_partition"])
+    if worst:
+        print(
+            f"-- partitions with expired requests, worst first ({len(worst):,}):",
+            file=out,
+        )
+        for row in worst[:limit]:
+            print(_row(row, str(row["partition"])), file=out)
+        _more(len(worst), limit, out)
+    else:
+        print("-- no partition has expired requests", file=out)
+    rejected = sorted(summary["rejected"].items(), key=lambda kv: -kv[1])
+    total = sum(n for _, n in rejected)
+    print(f"rejected rows: {total:,}" + (" (see rejected/)" if total else ""), file=out)
+    for reason, n in rejected[:limit]:
+        print(f"  {n:>10,}  {reason}", file=out)
+    _more(len(rejected), limit, out)
 
 
 def join(base: str, name: str) -> str:
     """``base/name`` for local paths and URLs alike."""
     return base.rstrip("/") + "/" + name
+
+
+_QS = [i / 200 for i in range(201)]
 
 
 def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
@@ -193,7 +235,6 @@ def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
     except ImportError:
         print(
             "matplotlib is not installed: no plots (pip install 'tickwheel[spark]')",
@@ -202,73 +243,175 @@ def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
         return []
     from pyspark.sql import functions as F
 
-    written = []
-    qs = [i / 200 for i in range(201)]
-    cdf = (
-        outcomes.where(F.col("outcome") == "completed")
-        .groupBy("timeout_ms")
+    completed = F.col("outcome") == "completed"
+    cdf = [
+        (r["timeout_ms"], r["q"], r["n"], r["done"], r["at_once"])
+        for r in outcomes.groupBy("timeout_ms")
         .agg(
-            F.percentile_approx("latency_ms", qs, 10_000).alias("q"),
+            F.percentile_approx(
+                F.when(completed, F.col("latency_ms")), _QS, 10_000
+            ).alias("q"),
             F.count("*").alias("n"),
+            F.sum(completed.cast("long")).alias("done"),
+            F.sum((completed & (F.col("latency_ms") == 0)).cast("long")).alias(
+                "at_once"
+            ),
         )
         .orderBy("timeout_ms")
         .collect()
+    ]
+    totals, parts, worst = _size_series(sizes)
+    paths = [os.path.join(output, n) for n in ("latency_cdf.png", "purgatory_size.png")]
+    _save(latency_figure(cdf, sweep), paths[0])
+    _save(size_figure(totals, parts, worst), paths[1])
+    return paths
+
+
+def _save(fig: Any, path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _setting(timeout: Any, sweep: bool) -> str:
+    if timeout is None:
+        return "each request's own timeout"
+    return (
+        f"timeout {timeout:,} ms"
+        if sweep
+        else f"requests whose timeout is {timeout:,} ms"
     )
-    totals = {
-        r["timeout_ms"]: r["n"]
-        for r in outcomes.groupBy("timeout_ms")
-        .count()
-        .withColumnRenamed("count", "n")
-        .collect()
-    }
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for row in cdf:
-        share = row["n"] / totals[row["timeout_ms"]]
+
+
+def latency_figure(rows: list[tuple[Any, ...]], sweep: bool) -> Any:
+    """CDF of completed latency, one line per setting; latency 0 is shown, not hidden.
+
+    ``rows``: (timeout, 201 latency quantiles of completed requests or None,
+    requests, completed, completed at once).  The x axis is linear up to 1 ms
+    and logarithmic above it (symlog), so requests completed at once sit at 0.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for timeout, qs, n, done, at_once in rows:
+        if not qs or not n:
+            continue
+        share = done / n
         label = (
-            f"timeout {row['timeout_ms']} ms"
-            if sweep
-            else f"requests with timeout_ms={row['timeout_ms']}"
+            f"{_setting(timeout, sweep)}: {done / n:.0%} completed, "
+            f"{at_once / n:.0%} at once (0 ms)"
         )
-        ax.plot([max(v, 0.5) for v in row["q"]], [q * share for q in qs], label=label)
-    ax.set_xscale("log")
-    ax.set_xlabel("latency of completed requests (ms, log)")
-    ax.set_ylabel("share of all requests completed")
+        ax.step(qs, [q * share for q in _QS], where="post", label=label)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("latency of completed requests (ms; 0 = completed at once)")
+    ax.set_ylabel("share of all requests completed by then")
     ax.set_title("acks=all produce latency (event-time replay)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    path = os.path.join(output, "latency_cdf.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    _legend(ax)
+    return fig
 
-    size = (
-        sizes.groupBy("timeout_ms", "window_start_ms")
-        .agg(F.sum("pending_end").alias("pending"), F.sum("pending_max").alias("peak"))
-        .orderBy("timeout_ms", "window_start_ms")
+
+def _legend(ax: Any) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "nothing to show", ha="center", transform=ax.transAxes)
+
+
+def _size_series(sizes: Any, top: int = 4) -> tuple[list[Any], list[Any], Any]:
+    """(total pending per setting and second, the top partitions', their setting).
+
+    The top partitions (largest peak) are those of the setting whose total
+    peaks highest; only their rows are collected, not every partition's.
+    """
+    from pyspark.sql import functions as F
+
+    totals = [
+        (r[0], r[1], r[2])
+        for r in sizes.groupBy("timeout_ms", "window_start_ms")
+        .agg(F.sum("pending_end"))
         .collect()
+    ]
+    if not totals:
+        return [], [], None
+    worst = max(totals, key=lambda r: r[2] or 0)[0]
+    mine = sizes.where(
+        F.col("timeout_ms").isNull() if worst is None else F.col("timeout_ms") == worst
     )
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    series: dict[Any, tuple[list[float], list[int]]] = {}
-    for row in size:
-        xs, ys = series.setdefault(row["timeout_ms"], ([], []))
-        xs.append(row["window_start_ms"] / 1000)
-        ys.append(row["pending"])
-    t0 = min((xs[0] for xs, _ in series.values() if xs), default=0.0)
-    for timeout, (xs, ys) in series.items():
-        label = "row timeouts" if timeout is None else f"timeout {timeout} ms"
-        ax.step([x - t0 for x in xs], ys, where="post", label=label)
+    ranked = [
+        r[0]
+        for r in mine.groupBy("partition")
+        .agg(F.max("pending_end").alias("peak"))
+        .orderBy(F.desc("peak"), "partition")
+        .limit(top)
+        .collect()
+    ]
+    parts = [
+        (r[0], r[1], r[2])
+        for r in mine.where(F.col("partition").isin(ranked))
+        .select("partition", "window_start_ms", "pending_end")
+        .collect()
+    ]
+    return totals, parts, worst
+
+
+def _series(rows: list[tuple[Any, ...]]) -> dict[Any, dict[int, int]]:
+    """{key: {window start ms: pending}} (key: timeout or partition)."""
+    out: dict[Any, dict[int, int]] = {}
+    for key, window, pending in rows:
+        per = out.setdefault(key, {})
+        per[window] = per.get(window, 0) + (pending or 0)
+    return out
+
+
+def size_figure(
+    totals: list[tuple[Any, ...]],
+    parts: list[tuple[Any, ...]],
+    parts_timeout: Any = None,
+) -> Any:
+    """Pending requests over event time: the total per setting, the top partitions.
+
+    ``totals``: (timeout, window start ms, pending at its end, summed over
+    partitions); ``parts``: (partition, window start ms, pending) for the
+    few partitions to draw, thin, under the totals (of the setting
+    ``parts_timeout``, named in a sweep).
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    t0 = min((w for _, w, _ in totals), default=0)
+    series = _series(totals)
+    for timeout in sorted(series, key=lambda t: (t is None, t or 0)):
+        per = series[timeout]
+        label = "all partitions"
+        if len(series) > 1:
+            label += f", {_setting(timeout, True)}"
+        _step(ax, per, t0, label, linewidth=2)
+    where = f", {_setting(parts_timeout, True)}" if len(series) > 1 else ""
+    ranked = sorted(_series(parts).items(), key=lambda kv: -max(kv[1].values()))
+    for part, per in ranked:
+        _step(ax, per, t0, f"partition {part}{where}", linewidth=1, alpha=0.8)
     ax.set_xlabel("event time (s since the first event)")
-    ax.set_ylabel("pending requests (all partitions)")
+    ax.set_ylabel("requests waiting in the purgatory")
     ax.set_title("purgatory size at the end of each second")
     ax.grid(True, alpha=0.3)
-    ax.legend()
-    path = os.path.join(output, "purgatory_size.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-    return written
+    _legend(ax)
+    return fig
+
+
+def _step(ax: Any, per: dict[int, int], t0: int, label: str, **style: Any) -> None:
+    xs = sorted(per)
+    ax.step(
+        [(x - t0) / 1000 for x in xs],
+        [per[x] for x in xs],
+        where="post",
+        label=label,
+        **style,
+    )
 
 
 def preflight(
