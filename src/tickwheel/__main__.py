@@ -212,6 +212,12 @@ Examples:
 
 
 def _add_spark_commands(sub: Any) -> argparse.ArgumentParser:
+    replay = _add_replay(sub)
+    _add_gen_trace(sub)
+    return replay
+
+
+def _add_replay(sub: Any) -> argparse.ArgumentParser:
     replay: argparse.ArgumentParser = sub.add_parser(
         "replay",
         help="replay a produce/fetch event log through the purgatory on Spark",
@@ -274,6 +280,12 @@ def _add_spark_commands(sub: Any) -> argparse.ArgumentParser:
         default=32,
         help="--demo: partitions to generate (default: 32)",
     )
+    _add_replay_options(replay)
+    return replay
+
+
+def _add_replay_options(replay: argparse.ArgumentParser) -> None:
+    """The options about Spark and the console (see :func:`_add_replay`)."""
     replay.add_argument(
         "--ui", action="store_true", help="start the Spark web UI (default: off)"
     )
@@ -294,6 +306,9 @@ def _add_spark_commands(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="show Spark's own log and, on an error, the traceback (default: off)",
     )
+
+
+def _add_gen_trace(sub: Any) -> None:
     gen = sub.add_parser(
         "gen-trace",
         help="write a synthetic produce/fetch trace (Parquet)",
@@ -322,7 +337,6 @@ def _add_spark_commands(sub: Any) -> argparse.ArgumentParser:
         default=0,
         help="also write this many malformed rows, to see rejected/ (default: 0)",
     )
-    return replay
 
 
 def _conf_pairs(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, str]:
@@ -409,12 +423,19 @@ def _replay_paths(
     return args.input, args.output
 
 
-def _demo_trace(args: argparse.Namespace, input_path: str, output: str) -> None:
-    """--demo: write the trace (via the staging dir, so never half-written)."""
+def _demo_trace(
+    args: argparse.Namespace, input_path: str, output: str, overwrite: bool
+) -> None:
+    """--demo: check OUTPUT, Spark's needs, then write the trace (via staging)."""
     import os
 
+    from .spark import validate
     from .spark.commit import staging_path
     from .spark.trace import write_trace
+
+    validate.check_output(output, overwrite, keep=("input",))
+    validate.check_master(args.master)
+    validate.check_java()
 
     if os.path.exists(input_path):
         print(f"[demo] reusing the trace in {input_path}")
@@ -447,10 +468,7 @@ def _run_replay(replay: argparse.ArgumentParser, args: argparse.Namespace) -> in
     console = None
     try:
         if args.demo:
-            validate.check_output(output, overwrite, keep)
-            validate.check_master(args.master)
-            validate.check_java()
-            _demo_trace(args, input_path, output)
+            _demo_trace(args, input_path, output, overwrite)
         console = spark_console(args.verbose, conf)
         code = run_replay(
             input_path,

@@ -376,7 +376,7 @@ def test_cli_failure_after_spark_started_is_one_line(
     def fail(*args: Any, **kwargs: Any) -> int:
         raise RuntimeError("executor lost\n\tat org.apache.spark.Somewhere")
 
-    monkeypatch.setattr(job, "_replay_stages", fail)
+    monkeypatch.setattr(job, "_read_and_replay", fail)
     out = tmp_path / "out"
     assert main(["replay", str(events["parquet"]), str(out)]) == 2
     err = capsys.readouterr().err

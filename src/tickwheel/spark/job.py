@@ -505,7 +505,8 @@ def run_replay(
     :param spark: an existing SparkSession to use (default: build one)
     :param overwrite: replace the files an earlier run listed in its manifest
     :param keep: entries of OUTPUT that may be there (``input`` for --demo)
-    :param console: a :class:`~tickwheel.spark._console.SparkConsole`
+    :param console: a :class:`~tickwheel.spark._console.SparkConsole` (the
+        CLI's: Spark's log to a file); default: Spark's own console output
     :raises ReplayUsageError: (a ValueError) for bad arguments or input
     """
     from .engine import _check_lag, normalize_timeouts
@@ -533,21 +534,9 @@ def run_replay(
     remote = is_url(output)
     if remote:
         _check_remote_output(spark, output, overwrite)
-    from .commit import stage
-
-    target = output if remote else stage(output)
-    try:
-        code = _replay_stages(
-            spark, progress, info, target, timeouts, replica_lag_max_ms, plots, out
-        )
-        if not remote:
-            _commit(target, output, info, timeouts, replica_lag_max_ms)
-    except BaseException:
-        if not remote:
-            import shutil
-
-            shutil.rmtree(target, ignore_errors=True)
-        raise
+    code = _run_staged(
+        spark, progress, info, output, remote, timeouts, replica_lag_max_ms, plots
+    )
     print(
         f"total {time.perf_counter() - progress.started:.1f} s; outputs in {output}",
         file=out,
@@ -555,12 +544,48 @@ def run_replay(
     return code
 
 
+def _run_staged(
+    spark: Any,
+    progress: _Progress,
+    info: InputInfo,
+    output: str,
+    remote: bool,
+    timeouts: list[int] | None,
+    lag_ms: int | None,
+    plots: bool,
+) -> int:
+    """Stages 2-6 into a staging directory (local OUTPUT), then the commit.
+
+    A failure before the commit removes the staging directory; one during
+    the commit leaves it with its journal, for :func:`commit.recover`.
+    """
+    import shutil
+
+    from .commit import commit, stage
+
+    target = output if remote else stage(output)
+    try:
+        read = _read_and_replay(spark, progress, info, target, timeouts, lag_ms)
+        code = _summarize_and_plot(spark, progress, read, target, plots)
+    except BaseException:
+        if not remote:
+            shutil.rmtree(target, ignore_errors=True)
+        raise
+    if not remote:
+        commit(
+            target,
+            output,
+            {"input": info.path, "timeout_ms": timeouts, "replica_lag_max_ms": lag_ms},
+        )
+    return code
+
+
 def _start_spark(master: str, ui: bool, conf: dict[str, str], console: Any) -> Any:
-    from ._console import jvm_stderr, spark_console
+    from ._console import jvm_stderr
     from ._glue import spark_session
 
-    if console is None:
-        console = spark_console(False, conf)
+    if console is None:  # called from Python: Spark's own console behaviour
+        return spark_session(master, ui=ui, extra_conf=conf)
     with jvm_stderr(console):
         return spark_session(
             master,
@@ -570,34 +595,18 @@ def _start_spark(master: str, ui: bool, conf: dict[str, str], console: Any) -> A
         )
 
 
-def _commit(
-    staging: str,
-    output: str,
-    info: InputInfo,
-    timeouts: list[int] | None,
-    lag_ms: int | None,
-) -> None:
-    from .commit import commit
-
-    settings = {
-        "input": info.path,
-        "timeout_ms": timeouts,
-        "replica_lag_max_ms": lag_ms,
-    }
-    commit(staging, output, settings)
-
-
-def _replay_stages(
+def _read_and_replay(
     spark: Any,
     progress: _Progress,
     info: InputInfo,
     target: str,
     timeouts: list[int] | None,
     lag_ms: int | None,
-    plots: bool,
-    out: TextIO,
-) -> int:
-    """Stages 2-6: read, replay and write, count, summarize, plot (into ``target``)."""
+) -> dict[str, Any]:
+    """Stages 2-3: read the events, replay them and write the datasets to ``target``.
+
+    :return: the settings part of the summary (input, events, engine mode)
+    """
     from ._glue import replay_to
 
     progress.stage(f"reading {info.path}")
@@ -612,7 +621,21 @@ def _replay_stages(
     events_n = sum(r["events"] for r in meta)
     mode = _engine_mode(meta)
     progress.done(f"{events_n:,} events, {len(meta)} engine tasks, engine {mode}")
+    return {
+        "timeout_ms": timeouts,
+        "replica_lag_max_ms": lag_ms,
+        "input": info.path,
+        "events": events_n,
+        "engine": mode,
+        "reject_reasons": list(REJECT_REASONS) + ["invalid <column>"],
+    }
 
+
+def _summarize_and_plot(
+    spark: Any, progress: _Progress, settings: dict[str, Any], target: str, plots: bool
+) -> int:
+    """Stages 4-6: count rejected rows, summarize, plot; return the exit code."""
+    out = progress.out
     progress.stage("counting rejected rows")
     outcomes = spark.read.parquet(join(target, "outcomes"))
     rejected = spark.read.parquet(join(target, "rejected"))
@@ -623,14 +646,7 @@ def _replay_stages(
 
     progress.stage("summarizing")
     summary = summarize(outcomes, rejected_counts)
-    summary["settings"] = {
-        "timeout_ms": timeouts,
-        "replica_lag_max_ms": lag_ms,
-        "input": info.path,
-        "events": events_n,
-        "engine": mode,
-        "reject_reasons": list(REJECT_REASONS) + ["invalid <column>"],
-    }
+    summary["settings"] = settings
     if "://" not in target:
         with open(os.path.join(target, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
@@ -640,6 +656,7 @@ def _replay_stages(
     progress.stage("plotting")
     sizes = spark.read.parquet(join(target, "purgatory_size"))
     local = plots and "://" not in target
-    written = _plots(outcomes, sizes, target, bool(timeouts)) if local else []
+    sweep = bool(settings["timeout_ms"])
+    written = _plots(outcomes, sizes, target, sweep) if local else []
     progress.done(", ".join(os.path.basename(p) for p in written) or "skipped")
     return 1 if sum(rejected_counts.values()) else 0

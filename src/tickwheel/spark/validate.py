@@ -374,10 +374,15 @@ def check_output(output: str, overwrite: bool, keep: tuple[str, ...] = ()) -> No
             f"OUTPUT {output!r} is not empty ({_listing(entries)}); give a new "
             "directory, or --overwrite to replace an earlier run's results there"
         )
-    manifest = read_manifest(output)
-    ours = set(manifest["written"]) if manifest else set()
+    _check_overwrite(output, entries)
+
+
+def _check_overwrite(output: str, entries: list[str]) -> None:
+    """Refuse if a name this run writes is in OUTPUT but no manifest lists it."""
     from .commit import OUTPUT_ENTRIES
 
+    manifest = read_manifest(output)
+    ours = set(manifest.get("written", [])) if manifest else set()
     foreign = [e for e in entries if e in OUTPUT_ENTRIES and e not in ours]
     if foreign:
         raise ReplayUsageError(
