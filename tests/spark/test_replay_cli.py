@@ -11,6 +11,7 @@ killed with SIGKILL while it writes (OUTPUT left exactly as it was).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -234,8 +235,8 @@ def test_cli_help_documents_columns_exit_codes_and_defaults():
         assert column in out
     assert "Exit codes: 0" in out and "1 done, some rows rejected" in out
     assert "--overwrite" in out and "_SUCCESS" in out
-    code, top, _, _ = cli("--help")
-    for text in (out, top):
+    helps = [out] + [cli(*c, "--help")[1] for c in ([], ["demo"], ["gen-trace"])]
+    for text in helps:
         assert "``" not in text and ":func:" not in text
     code, out, err, _ = cli("replay", "only-input")
     assert code == 2 and err.startswith("usage: tickwheel replay")
@@ -420,3 +421,20 @@ def test_relay_passes_only_the_progress_bar_to_a_terminal(tmp_path, pause):
     assert log.read_bytes() == chunks[0] + (
         b"26/11/24 WARN NativeCodeLoader: no native-hadoop\n" + chunks[-1]
     )
+
+
+def test_file_url_output_is_staged_beside_the_local_directory(
+    spark, events, tmp_path, monkeypatch
+):
+    from tickwheel.spark.job import run_replay
+
+    monkeypatch.chdir(tmp_path)  # a wrong staging path would land here
+    out = tmp_path / "out"
+    log = io.StringIO()
+    code = run_replay(
+        str(events["parquet"]), f"file://{out}", spark=spark, plots=False, out=log
+    )
+    assert code == 0
+    manifest = json.loads((out / "_SUCCESS").read_text())
+    assert set(manifest["written"]) == set(os.listdir(out))
+    assert sorted(os.listdir(tmp_path)) == ["out"]

@@ -72,6 +72,14 @@ def test_overwrite_replaces_only_what_the_manifest_lists(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
+def test_file_url_output_is_checked_as_a_local_path(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x").write_text("x")
+    with pytest.raises(ReplayUsageError, match="not empty"):
+        check_output(f"file://{out}", overwrite=False)
+
+
 def test_a_file_no_run_wrote_is_never_overwritten(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -161,3 +169,12 @@ def test_recover_removes_dead_staging_and_keeps_a_live_one(tmp_path):
         f"removed {os.path.basename(dead)} (staging of a killed run)"
     ]
     assert os.path.isdir(live) and other.is_dir() and not os.path.exists(dead)
+
+
+def test_validate_docstring_examples():
+    import doctest
+
+    from tickwheel.spark import validate
+
+    result = doctest.testmod(validate)
+    assert result.attempted > 0 and result.failed == 0

@@ -510,9 +510,10 @@ def run_replay(
     :raises ReplayUsageError: (a ValueError) for bad arguments or input
     """
     from .engine import _check_lag, normalize_timeouts
-    from .validate import is_url
+    from .validate import is_url, local_path
 
     out = sys.stdout if out is None else out
+    output = local_path(output)
     timeouts = list(timeout_ms) if timeout_ms else None
     normalize_timeouts(timeouts)
     _check_lag(replica_lag_max_ms)

@@ -12,15 +12,15 @@ line naming the argument and the value and saying what to do.
 
 Worked example, a CSV whose header has the right names in another order:
 
->>> import os, tempfile
->>> d = tempfile.mkdtemp()
->>> path = os.path.join(d, "events.csv")
->>> _ = open(path, "w").write(
+>>> import pathlib, shutil, tempfile
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (d / "events.csv").write_text(
 ...     "timeout_ms,ts_ms,partition,kind,request_id,required_offset,"
 ...     "replica,fetch_offset,note\\n100,0,p,produce,1,5,,,x\\n")
->>> info = inspect_input(path)
+>>> info = inspect_input(str(d / "events.csv"))
 >>> info.format, info.columns[:2], info.extra
 ('csv', ['timeout_ms', 'ts_ms'], ['note'])
+>>> shutil.rmtree(d)
 
 The Spark reader then maps the columns by these names, never by position.
 """
@@ -49,6 +49,7 @@ __all__ = [
     "check_output",
     "inspect_input",
     "is_url",
+    "local_path",
     "read_manifest",
 ]
 
@@ -90,7 +91,8 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
+    """``file:///x`` as ``/x``; other paths as they are."""
     return path[len("file://") :] if path.startswith("file://") else path
 
 
@@ -199,9 +201,12 @@ def _check_columns(where: str, columns: list[str], types: dict[str, Any]) -> lis
     for name in INPUT_COLUMNS:
         if name in types and not _type_ok(name, types[name]):
             want = "an integer" if name not in ("partition", "kind") else "a string"
+            hint = ""
+            if pa.types.is_floating(types[name]):  # Spark would truncate 1.5 to 1
+                hint = "; from pandas, write it with .astype('Int64')"
             raise ReplayUsageError(
                 f"{where}: column {name!r} has type {types[name]}; it must be "
-                f"{want} (or a string that holds one)"
+                f"{want} (or a string that holds one){hint}"
             )
     return [c for c in columns if c not in INPUT_COLUMNS]
 
@@ -309,7 +314,7 @@ def inspect_input(path: str, fmt: str | None = None) -> InputInfo:
         raise ReplayUsageError(f"--format {fmt!r}: use parquet, csv or json")
     if is_url(path):
         return InputInfo(path, fmt or _format_of(path.rstrip("/")) or "parquet")
-    local = _local(path)
+    local = local_path(path)
     fmt, files = _input_files(local, fmt)
     readers = {"parquet": _parquet_columns, "csv": _csv_columns, "json": _json_columns}
     columns, extra = readers[fmt](files)
@@ -356,7 +361,7 @@ def check_output(output: str, overwrite: bool, keep: tuple[str, ...] = ()) -> No
     """
     if is_url(output):
         return
-    output = _local(output)
+    output = local_path(output)
     _check_writable_parent(output)
     if not os.path.exists(output):
         return
