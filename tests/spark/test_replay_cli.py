@@ -193,6 +193,12 @@ def _bad_cases(events: dict[str, Path], tmp: Path) -> list[tuple[Any, ...]]:
         ("negative timeout", [pq_in, out, "--timeout-ms=-1"], {}, ["--timeout-ms"]),
         ("zero lag", [pq_in, out, "--replica-lag-max-ms", "0"], {}, ["lag"]),
         ("bad conf", [pq_in, out, "--conf", "novalue"], {}, ["--conf", "novalue"]),
+        (
+            "OUTPUT inside INPUT",
+            [pq_in, os.path.join(pq_in, "out"), "--overwrite"],
+            {},
+            ["inside"],
+        ),
     ]
 
 

@@ -433,10 +433,11 @@ def preflight(
     :raises ReplayUsageError: with one line saying what is wrong
     """
     from .commit import recover
-    from .validate import check_java, check_master, check_output, is_url
+    from .validate import check_apart, check_java, check_master, check_output, is_url
 
     recovered = [] if is_url(output) else recover(output)
     info = inspect_input(input_path, fmt)
+    check_apart(input_path, output)
     check_output(output, overwrite, keep)
     if master is not None:
         check_master(master)

@@ -44,6 +44,7 @@ __all__ = [
     "MANIFEST",
     "InputInfo",
     "ReplayUsageError",
+    "check_apart",
     "check_java",
     "check_master",
     "check_output",
@@ -346,6 +347,22 @@ def _check_writable_parent(output: str) -> None:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ReplayUsageError(
             f"OUTPUT {output!r} cannot be created: {probe!r} is not writable"
+        )
+
+
+def check_apart(input_path: str, output: str) -> None:
+    """OUTPUT must not be INPUT or inside it (the demo's OUTPUT/input is fine).
+
+    :raises ReplayUsageError: naming both
+    """
+    if is_url(input_path) or is_url(output):
+        return
+    src = os.path.realpath(local_path(input_path))
+    dst = os.path.realpath(local_path(output))
+    if dst == src or dst.startswith(src.rstrip(os.sep) + os.sep):
+        raise ReplayUsageError(
+            f"OUTPUT {output!r} is INPUT {input_path!r} or inside it; "
+            "give an OUTPUT outside the input directory"
         )
 
 
