@@ -188,6 +188,12 @@ def _bad_cases(events: dict[str, Path], tmp: Path) -> list[tuple[Any, ...]]:
             ["Java not found", "JAVA_HOME"],
         ),
         ("java 8", [pq_in, out], {"JAVA_HOME": java8}, ["Java 8", "17"]),
+        (
+            "JAVA_HOME without java",
+            [pq_in, out],
+            {"JAVA_HOME": str(tmp / "nojdk")},
+            ["JAVA_HOME", "nojdk", "bin/java"],
+        ),
         ("empty timeout", [pq_in, out, "--timeout-ms", "5000,,100"], {}, ["5000,,100"]),
         ("repeated timeout", [pq_in, out, "--timeout-ms", "5,5"], {}, ["twice"]),
         ("negative timeout", [pq_in, out, "--timeout-ms=-1"], {}, ["--timeout-ms"]),
@@ -209,6 +215,16 @@ def test_cli_bad_input_exits_2_with_one_line_before_spark_starts(events, tmp_pat
         code, out, err, seconds = cli("replay", *argv, env=env)
         assert_one_line_error(code, out, err, seconds, *needles)
         assert not (tmp_path / "out").exists(), name
+
+
+def test_cli_verbose_shows_the_traceback_then_the_one_line(tmp_path):
+    code, out, err, seconds = cli("replay", "-v", str(tmp_path / "nope"), "o")
+    print(f"exit {code} after {seconds:.2f} s")
+    assert code == 2 and "Traceback (most recent call last)" in err
+    assert (
+        err.splitlines()[-1]
+        == f"tickwheel replay: INPUT {str(tmp_path / 'nope')!r} does not exist"
+    )
 
 
 def _user_dir(tmp_path: Path) -> Path:
