@@ -16,9 +16,9 @@ with one line, as uvloop moves a program to libuv:
 ...     handle = loop.call_later(30, print, "never")
 ...     pending = len(tw.get_wheel(loop))
 ...     handle.cancel()                            # O(1): unlinked at once
-...     return type(handle).__name__, pending, len(tw.get_wheel(loop))
+...     return isinstance(handle, tw.TimerHandle), pending, len(tw.get_wheel(loop))
 >>> tw.run(main())
-('TimerHandle', 1, 0)
+(True, 1, 0)
 
 The loop is an instance of a subclass of the *base* loop class (asyncio's
 default loop, ``uvloop.Loop``, or any ``AbstractEventLoop``): only
