@@ -58,16 +58,24 @@ class RecordingPolicy(tw.EventLoopPolicy):
 
 
 def policy_fixture(
-    request: pytest.FixtureRequest, skips: dict[str, str], loop_class: Any = None
+    request: pytest.FixtureRequest,
+    skips: dict[str, str],
+    loop_class: Any = None,
+    stdlib_policy: Any = None,
 ) -> Iterator[Any]:
-    """Install the policy for one upstream test; check the test used its loops."""
+    """Install the policy for one upstream test; check the test used its loops.
+
+    :param loop_class: the base loop class of the tickwheel loops
+    :param stdlib_policy: the policy class of ``--upstream-target=stdlib``
+        (default: asyncio's)
+    """
     stdlib = request.config.getoption("--upstream-target") == "stdlib"
     name = request.node.name
     if not stdlib and name in skips:
         pytest.skip(skips[name])
     policy: Any
     if stdlib:
-        policy = asyncio.DefaultEventLoopPolicy()
+        policy = (stdlib_policy or asyncio.DefaultEventLoopPolicy)()
     else:
         policy = RecordingPolicy(loop_class)
     asyncio.set_event_loop_policy(policy)
