@@ -110,20 +110,20 @@ def _bind() -> None:
 class _TickwheelLoop(asyncio.AbstractEventLoop):
     """Mixin put in front of a base loop class: its timers go on the wheel.
 
-    ``_tw_guard`` is True while any check is needed (debug mode, a closed
-    loop, a call forwarded to the base loop, or construction not finished);
-    then the checked path runs.  Otherwise ``call_later`` is one context copy
-    and one C call (``TimerCore.schedule_as``) that builds and links the node.
+    ``_tw_fast`` is the wheel while no check is needed, and None while one is
+    (debug mode, a closed loop, a call forwarded to the base loop, or
+    construction not finished): then the checked path runs.  Otherwise
+    ``call_later`` is one context copy and one C call
+    (``TimerCore.schedule_as``) that builds and links the node.
     """
 
     _tw_wheel: TimerWheel | None
-    _tw_guard: bool
+    _tw_fast: TimerWheel | None
     _tw_base_depth: int
     _tw_now: Callable[[], float]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._tw_wheel = None
-        self._tw_guard = True
+        self._tw_wheel = self._tw_fast = None
         self._tw_base_depth = 0
         super().__init__(*args, **kwargs)
         wheel = _get_wheel(self)
@@ -142,9 +142,12 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
         context: contextvars.Context | None = None,
     ) -> TimerHandle | asyncio.TimerHandle:
         """``loop.call_later`` on the loop's wheel; returns a wheel TimerHandle."""
-        if self._tw_guard and self._tw_checked(callback, "call_later"):
-            return super().call_later(delay, callback, *args, context=context)
-        wheel = self._tw_wheel
+        wheel = self._tw_fast
+        if wheel is None:
+            if self._tw_checked(callback, "call_later"):
+                return super().call_later(delay, callback, *args, context=context)
+            wheel = self._tw_wheel
+            assert wheel is not None
         if context is None:
             # compat_asyncio.call_later's hot path (see there).
             ctx = _copy_context()
@@ -153,14 +156,17 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
                     handle = _schedule_as(
                         wheel, _ContextTimerHandle, delay * 1000.0, callback, *args
                     )
-                    handle._context = wheel._share(ctx)  # type: ignore[union-attr]
+                    handle._context = wheel._share(ctx)
                     return handle  # type: ignore[no-any-return]
+                if args:
+                    return _schedule_as(  # type: ignore[no-any-return]
+                        wheel, _TimerHandle, delay * 1000.0, callback, *args
+                    )
                 return _schedule_as(  # type: ignore[no-any-return]
-                    wheel, _TimerHandle, delay * 1000.0, callback, *args
-                )
+                    wheel, _TimerHandle, delay * 1000.0, callback
+                )  # no star-call
             except (TypeError, ValueError, OverflowError):
                 pass  # the wheel's method raises with the argument's name
-        assert wheel is not None
         return wheel.call_later(delay, callback, *args, context=context)
 
     def call_at(  # type: ignore[override]
@@ -171,9 +177,12 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
         context: contextvars.Context | None = None,
     ) -> TimerHandle | asyncio.TimerHandle:
         """``loop.call_at`` on the loop's wheel (``when`` on the loop's clock)."""
-        if self._tw_guard and self._tw_checked(callback, "call_at"):
-            return super().call_at(when, callback, *args, context=context)
-        wheel = self._tw_wheel
+        wheel = self._tw_fast
+        if wheel is None:
+            if self._tw_checked(callback, "call_at"):
+                return super().call_at(when, callback, *args, context=context)
+            wheel = self._tw_wheel
+            assert wheel is not None
         if context is None:
             ctx = _copy_context()
             try:
@@ -182,15 +191,18 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
                     handle = _schedule_as(
                         wheel, _ContextTimerHandle, delay_ms, callback, *args
                     )
-                    handle._context = wheel._share(ctx)  # type: ignore[union-attr]
+                    handle._context = wheel._share(ctx)
                     return handle  # type: ignore[no-any-return]
+                if args:
+                    return _schedule_as(  # type: ignore[no-any-return]
+                        wheel, _TimerHandle, delay_ms, callback, *args
+                    )
                 return _schedule_as(  # type: ignore[no-any-return]
-                    wheel, _TimerHandle, delay_ms, callback, *args
+                    wheel, _TimerHandle, delay_ms, callback
                 )
             except (TypeError, ValueError, OverflowError):
                 pass
         _delay_ms(when, "when")  # a non-number or NaN `when`, named as such
-        assert wheel is not None
         return wheel.call_at(when, callback, *args, context=context)
 
     def _tickwheel_base_call_at(
@@ -201,14 +213,14 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
         """The base loop's ``call_at``: how the wheel arms its one driver handle."""
-        guard = self._tw_guard
+        fast = self._tw_fast
         self._tw_base_depth += 1
-        self._tw_guard = True
+        self._tw_fast = None
         try:
             return super().call_at(when, callback, *args, context=context)
         finally:
             self._tw_base_depth -= 1
-            self._tw_guard = guard
+            self._tw_fast = fast
 
     def _tw_checked(self, callback: object, method: str) -> bool:
         """asyncio's checks (closed loop; thread and callback in debug mode).
@@ -232,17 +244,13 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
         return False
 
     def _tw_update_guard(self) -> None:
-        self._tw_guard = (
-            self._tw_wheel is None
-            or bool(self._tw_base_depth)
-            or self.get_debug()
-            or self.is_closed()
-        )
+        checked = self._tw_base_depth or self.get_debug() or self.is_closed()
+        self._tw_fast = None if checked else self._tw_wheel
 
     # -- state ----------------------------------------------------------------
     def set_debug(self, enabled: bool) -> None:
         super().set_debug(enabled)
-        if hasattr(self, "_tw_base_depth"):  # not during the base __init__
+        if getattr(self, "_tw_wheel", None) is not None:  # not in the base __init__
             self._tw_update_guard()
 
     def close(self) -> None:
