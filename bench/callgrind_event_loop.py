@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from typing import Any
 
 from tickwheel import compat_asyncio as tw
 
-WORKLOADS = ("call_later", "call_at", "timeout", "sleep0")
+WORKLOADS = ("call_later", "call_at", "timeout", "sleep0", "echo")
 
 
 def _noop() -> None:
@@ -42,6 +43,16 @@ def one(workload: str, base_name: str, side: str, n: int) -> None:
         loop = tw.new_event_loop(base)
     else:
         loop = asyncio.new_event_loop() if base is None else base()
+
+    if workload == "echo":  # N loopback round trips, no timers (see bench_event_loop)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench_event_loop import echo_body
+
+        try:
+            echo_body(n)(loop)
+        finally:
+            loop.close()
+        return
 
     async def main() -> None:
         fut = loop.create_future()

@@ -375,9 +375,14 @@ def _run_legacy(
             loop.close()
 
 
-# 3.14 deprecates the public policy names; the private class stays.
-_PolicyBase: Any = getattr(asyncio, "_DefaultEventLoopPolicy", None) or getattr(
-    asyncio, "DefaultEventLoopPolicy"
+# The platform's default policy class.  3.14 deprecates the public name
+# (asyncio.DefaultEventLoopPolicy warns) and keeps the class as a private one.
+if sys.platform == "win32":  # pragma: no cover
+    from asyncio import windows_events as _platform_events
+else:
+    from asyncio import unix_events as _platform_events
+_PolicyBase: Any = getattr(_platform_events, "_DefaultEventLoopPolicy", None) or (
+    _platform_events.DefaultEventLoopPolicy
 )
 
 

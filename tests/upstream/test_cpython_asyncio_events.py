@@ -4,7 +4,7 @@
 ``EPollEventLoopTests`` etc.) drive a real selector loop: timers
 (``test_call_later``, ``test_run_until_complete``, ``test_timeout_rounding``),
 ``call_soon(_threadsafe)``, executors, signals, sockets, SSL, pipes and
-subprocesses.  Upstream makes each loop with ``asyncio.SelectorEventLoop()``;
+subprocesses.  Upstream makes each loop with ``asyncio.SelectorEventLoop(...)``;
 the port makes it with ``asyncio.new_event_loop()``, so it comes from the
 installed policy: the default loop (epoll on Linux) with tickwheel's timers,
 or asyncio's own with ``--upstream-target=stdlib``.  ``HandleTests`` and
@@ -24,10 +24,10 @@ from ._cpython_asyncio import load, policy_fixture
 
 upstream = load("test_events")
 
-if sys.platform == "win32":  # pragma: no cover
-    _Base: Any = upstream.SelectEventLoopTests
-else:
-    _Base = getattr(upstream, "EPollEventLoopTests", upstream.SelectEventLoopTests)
+# Upstream's class for the platform's default loop (with its own skips).
+_NAMES = ("ProactorEventLoopTests",) if sys.platform == "win32" else ()
+_NAMES += ("EPollEventLoopTests", "KqueueEventLoopTests", "SelectEventLoopTests")
+_Base: Any = next(getattr(upstream, n) for n in _NAMES if hasattr(upstream, n))
 
 
 class EventLoopTests(_Base):  # type: ignore[misc]
