@@ -442,3 +442,17 @@ def test_callback_scheduling_earlier_timer_rearms(
     loop.call_later(0.02, loop.stop)
     loop.run_forever()
     assert order[0] == "first" and sorted(order[1:]) == ["negative", "zero-delay"]
+
+
+def test_loop_handles_postpone(loop: asyncio.AbstractEventLoop) -> None:
+    fired: list[float] = []
+    wheel = tw.get_wheel(loop)
+    # What a heartbeat does on each message: move the pending timer.
+    handle = loop.call_later(30, lambda: fired.append(_now(loop)))
+    t0 = _now(loop)
+    assert handle.postpone(0.005) is True
+    assert len(wheel) == 1 and handle.when() < t0 + 1
+    loop.call_later(0.03, loop.stop)
+    loop.run_forever()
+    assert len(fired) == 1 and fired[0] >= t0 + 0.005
+    assert handle.postpone(1) is False  # it ran
