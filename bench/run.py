@@ -12,7 +12,7 @@ real-time lateness (the tickwheel rows and the host's floor five times),
 W4 memory and W6 GC.  It writes, under ``bench/results/``:
 
 * ``<name>.json``: everything measured, with machine, Python and commit;
-* ``<name>.md``: the Markdown tables (the README quotes them);
+* ``<name>.md``: the Markdown tables (bench/README.md quotes them);
 * ``scaling.png`` / ``scaling.svg``: log-log per-operation cost against N;
 * ``lateness.png``: the lateness distribution of W3 (real time).
 

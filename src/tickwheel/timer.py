@@ -189,6 +189,11 @@ class _SystemTimerMixin(_CoreBase):
         self._worker_idle = False
         # The reaper sleeps with nothing pending, untimed: add() wakes it.
         self._reaper_parked = False
+        # Due buckets processed by any thread, and how many advance_clock has
+        # reported: a bucket the worker polled between two advance_clock calls
+        # still counts as processed for the caller's drain loop.
+        self._processed = 0
+        self._processed_seen = 0
 
     def _start_threads(self) -> None:
         if self._executor is None:
@@ -319,6 +324,9 @@ class _SystemTimerMixin(_CoreBase):
             return False
 
     def _expire_due(self, reraise: bool = False) -> bool:
+        nxt = self.next_expiration_ms
+        if nxt is not None and nxt <= self.now_ms:
+            self._processed += 1
         if self._executor is None:
             # The worker's queue: append each batch while still holding the
             # lock under which it was polled (the reaper, advance_clock's
@@ -512,8 +520,9 @@ class _SystemTimerMixin(_CoreBase):
         moves the clock through every due bucket, and says whether a task ran.)
 
         :return: True iff a bucket was due (or tasks were left by an
-            interrupted call) and has been processed; False if the wait ran
-            out, or the timer closed, first
+            interrupted call) and has been processed, by this call or by the
+            timer's own threads since the previous call; False if the wait
+            ran out, or the timer closed, first
         :raises ValueError: if ``timeout_ms`` is negative or not finite
         """
         wait_ns = _check_ms(timeout_ms, "timeout_ms")
@@ -523,6 +532,12 @@ class _SystemTimerMixin(_CoreBase):
                 due_in = self._due_in_ns()
                 if due_in is not None and due_in <= 0:
                     break
+                if self._processed != self._processed_seen:
+                    # The worker (or the reaper) processed a due bucket since
+                    # the last call: processed, so True, or a drain loop would
+                    # stop with that bucket's cascaded tasks still pending.
+                    self._processed_seen = self._processed
+                    return True
                 left = deadline - self.now_ns
                 if left <= 0 or self._stopping:
                     return False
@@ -534,6 +549,7 @@ class _SystemTimerMixin(_CoreBase):
         # processed, so True, as Kafka's advanceClock after a cascade-only
         # bucket: returning False there ended drain loops with tasks pending.
         self._expire_due(reraise=True)
+        self._processed_seen = self._processed
         return True
 
     @property
