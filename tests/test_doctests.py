@@ -12,6 +12,7 @@ MODULES = [
     "tickwheel._wheel_py",
     "tickwheel",
     "tickwheel.timer",
+    "tickwheel._asyncio_loop",
 ]
 
 

@@ -156,7 +156,9 @@ def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
     loop_time = getattr(type(loop), "time", None)
     if loop_time is _BaseEventLoop_time:
         return True
-    return type(loop).__module__.split(".")[0] == "uvloop"
+    # uvloop.Loop, or a subclass keeping its time() (tickwheel's event loop).
+    owner = next((k for k in type(loop).__mro__ if "time" in vars(k)), object)
+    return owner.__module__.split(".")[0] == "uvloop"
 
 
 class TimerHandle(TimerTask):
@@ -470,7 +472,9 @@ class TimerWheel(TimerCore):
         if loop is None:
             return
         self._armed_ms = nxt
-        self._driver = loop.call_at(nxt / 1000, self._fire, context=_DRIVER_CONTEXT)
+        # A tickwheel event loop sends call_at to this wheel: use its base's.
+        call_at = getattr(loop, "_tickwheel_base_call_at", loop.call_at)
+        self._driver = call_at(nxt / 1000, self._fire, context=_DRIVER_CONTEXT)
 
     def _fire(self) -> None:
         self._driver = None
@@ -805,3 +809,9 @@ def timeout(delay: float | None) -> Timeout:
 def timeout_at(when: float | None) -> Timeout:
     """``asyncio.timeout_at(when)`` on the running loop's wheel (loop-time seconds)."""
     return get_wheel().timeout_at(when)
+
+
+# The event loop whose own call_later/call_at use the wheel (issue 19).
+from ._asyncio_loop import EventLoopPolicy, new_event_loop, run  # noqa: E402
+
+__all__ += ["EventLoopPolicy", "new_event_loop", "run"]

@@ -1,0 +1,458 @@
+"""The tickwheel event loop (issue 19): timers of asyncio and uvloop on the wheel.
+
+Each test runs on both base loops (asyncio's default loop class and
+``uvloop.Loop``) and closes every loop it makes.  No wall-clock speed is
+asserted; sleeps are a few milliseconds and only their order or their lower
+bound (never early) is checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tickwheel import compat_asyncio as tw
+from tickwheel._asyncio_loop import _TickwheelLoop
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover (Windows: no uvloop)
+    uvloop = None
+
+BASES = [
+    pytest.param(None, id="asyncio"),
+    pytest.param(
+        "uvloop",
+        id="uvloop",
+        marks=pytest.mark.skipif(uvloop is None, reason="uvloop is not installed"),
+    ),
+]
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+def _base_class(name: str | None) -> type[asyncio.AbstractEventLoop] | None:
+    return None if name is None else uvloop.Loop
+
+
+@pytest.fixture(params=BASES)
+def base(request: pytest.FixtureRequest) -> type[asyncio.AbstractEventLoop] | None:
+    return _base_class(request.param)
+
+
+@pytest.fixture
+def loop(
+    base: type[asyncio.AbstractEventLoop] | None,
+) -> Iterator[asyncio.AbstractEventLoop]:
+    lp = tw.new_event_loop(base)
+    try:
+        yield lp
+    finally:
+        lp.close()
+
+
+def _now(loop: asyncio.AbstractEventLoop) -> float:
+    # uvloop's time() is libuv's cached uv_now (updated once per iteration);
+    # the wheel and its deadlines use the same clock read live.
+    return time.monotonic() if uvloop and isinstance(loop, uvloop.Loop) else loop.time()
+
+
+# -- the loop and its class ---------------------------------------------------------
+
+
+def test_new_event_loop_subclasses_base(
+    loop: asyncio.AbstractEventLoop, base: type[asyncio.AbstractEventLoop] | None
+) -> None:
+    expected = base or asyncio.DefaultEventLoopPolicy._loop_factory  # type: ignore[attr-defined]
+    assert isinstance(loop, expected)
+    assert isinstance(loop, _TickwheelLoop)
+    # One class per base class, and a tickwheel class is taken as it is.
+    other = tw.new_event_loop(type(loop))
+    try:
+        assert type(other) is type(loop)
+        assert tw.new_event_loop.__module__ == "tickwheel._asyncio_loop"
+    finally:
+        other.close()
+    # Only the timer methods (and set_debug/close) are overridden.
+    for name in ("call_soon", "call_soon_threadsafe", "time", "run_in_executor"):
+        assert getattr(type(loop), name) is getattr(expected, name)
+
+
+def test_loop_wheel_is_get_wheel(loop: asyncio.AbstractEventLoop) -> None:
+    wheel = tw.get_wheel(loop)
+    assert wheel.loop is loop
+    handle = loop.call_later(10, lambda: None)
+    assert isinstance(handle, tw.TimerHandle)
+    assert len(wheel) == 1
+    assert handle.cancel() is True
+    assert len(wheel) == 0
+
+
+def test_call_later_and_call_at_run_on_the_wheel_in_order(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    fired: list[tuple[str, float, float]] = []
+    wheel = tw.get_wheel(loop)
+
+    def cb(name: str, when: float) -> None:
+        fired.append((name, when, _now(loop)))
+        if len(fired) == 3:
+            loop.stop()
+
+    now = loop.time()
+    h2 = loop.call_later(0.02, cb, "b", now + 0.02)
+    h1 = loop.call_at(now + 0.005, cb, "a", now + 0.005)
+    h3 = loop.call_at(now + 0.03, cb, "c", now + 0.03)
+    loop.call_later(0.01, cb, "x", 0).cancel()
+    assert len(wheel) == 3
+    assert h1.when() >= now + 0.005 and h2.when() >= now + 0.02
+    assert h3.when() - (now + 0.03) <= 0.001 + 1e-9  # rounded up to the 1 ms tick
+    loop.run_forever()
+    assert [name for name, _, _ in fired] == ["a", "b", "c"]
+    for name, when, at in fired:
+        assert at >= when, f"{name} fired {when - at:.6f} s early"
+    assert len(wheel) == 0
+    assert not h1.cancelled() and h1.done
+
+
+def test_base_heap_holds_only_the_driver(loop: asyncio.AbstractEventLoop) -> None:
+    wheel = tw.get_wheel(loop)
+
+    async def main() -> int:
+        tasks = [asyncio.ensure_future(asyncio.sleep(1 + i % 30)) for i in range(2000)]
+        await asyncio.sleep(0)  # every task is now in its sleep
+        pending = len(wheel)
+        scheduled = getattr(loop, "_scheduled", None)
+        if scheduled is not None:  # asyncio's heap; uvloop keeps it in libuv
+            assert len([h for h in scheduled if not h.cancelled()]) == 1
+            assert scheduled[0]._callback == wheel._fire
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return pending
+
+    assert loop.run_until_complete(main()) == 2000
+    assert len(wheel) == 0
+
+
+def test_uvloop_call_at_goes_through_our_call_later() -> None:
+    if uvloop is None:
+        pytest.skip("uvloop is not installed")
+    loop = tw.new_event_loop(uvloop.Loop)
+    try:
+        # uvloop's own call_at calls self.call_later: the wheel's driver must
+        # still land on libuv, and the user's timers on the wheel.
+        handle = loop.call_at(loop.time() + 5, lambda: None)
+        assert isinstance(handle, tw.TimerHandle)
+        driver = tw.get_wheel(loop)._driver
+        assert driver is not None and not isinstance(driver, tw.TimerHandle)
+        assert type(driver).__module__.startswith("uvloop")
+    finally:
+        loop.close()
+
+
+def test_sleep_wait_for_and_timeout_use_the_wheel(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    wheel = tw.get_wheel(loop)
+    seen: list[int] = []
+
+    async def watch() -> None:
+        await asyncio.sleep(0)
+        seen.append(len(wheel))
+
+    async def main() -> tuple[float, str]:
+        t0 = _now(loop)
+        watcher = asyncio.ensure_future(watch())
+        await asyncio.sleep(0.01)
+        slept = _now(loop) - t0
+        await watcher
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.sleep(10), 0.005)
+        result = await asyncio.wait_for(asyncio.sleep(0.001, "ok"), 10)
+        if sys.version_info >= (3, 11):
+            async with asyncio.timeout(10):
+                seen.append(len(wheel))
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.005):
+                    await asyncio.sleep(10)
+        return slept, result
+
+    slept, result = loop.run_until_complete(main())
+    assert slept >= 0.01
+    assert result == "ok"
+    assert seen[0] == 1  # the sleep(0.01) was on the wheel
+    if sys.version_info >= (3, 11):
+        assert seen[1] == 1  # the asyncio.timeout(10) deadline too
+    assert len(wheel) == 0
+
+
+def test_context_is_copied_or_given(loop: asyncio.AbstractEventLoop) -> None:
+    seen: list[str] = []
+    ctx = contextvars.copy_context()
+    ctx.run(VAR.set, "given")
+
+    def record() -> None:
+        seen.append(VAR.get())
+        VAR.set("changed by callback")
+
+    async def main() -> None:
+        VAR.set("task")
+        done = loop.create_future()
+        h1 = loop.call_later(0.001, record)
+        h2 = loop.call_at(loop.time() + 0.001, record, context=ctx)
+        h3 = loop.call_later(0.002, done.set_result, None)
+        assert h1.get_context().get(VAR) == "task"
+        assert h2.get_context() is ctx
+        await done
+        assert h3.done
+        assert VAR.get() == "task"
+
+    loop.run_until_complete(main())
+    assert sorted(seen) == ["given", "task"]
+    assert ctx.get(VAR) == "changed by callback"  # an explicit context is used as is
+
+
+def test_exception_goes_to_the_exception_handler(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda lp, ctx: errors.append(ctx))
+
+    def boom() -> None:
+        raise ZeroDivisionError("boom")
+
+    handle = loop.call_later(0.001, boom)
+    loop.call_later(0.003, loop.stop)
+    loop.run_forever()
+    assert len(errors) == 1
+    assert isinstance(errors[0]["exception"], ZeroDivisionError)
+    assert errors[0]["handle"] is handle
+
+
+# -- asyncio's checks ------------------------------------------------------------------
+
+
+def test_closed_loop_refuses_timers_and_cancels_pending(
+    base: type[asyncio.AbstractEventLoop] | None,
+) -> None:
+    loop = tw.new_event_loop(base)
+    wheel = tw.get_wheel(loop)
+    handle = loop.call_later(10, print)
+    loop.close()
+    assert loop.is_closed() and wheel.closed
+    assert handle.cancelled()
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop.call_later(1, print)
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop.call_at(loop.time() + 1, print)
+    loop.close()  # idempotent, as asyncio's
+
+
+def test_close_running_loop_raises_and_keeps_timers(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    handle = loop.call_later(10, print)
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError):
+            loop.close()
+
+    loop.run_until_complete(main())
+    assert not loop.is_closed() and handle.pending
+
+
+def test_debug_mode_checks_thread_and_callback(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    loop.set_debug(True)
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        for method, arg in ((loop.call_later, 1), (loop.call_at, loop.time() + 1)):
+            try:
+                method(arg, print)
+            except RuntimeError as exc:
+                errors.append(exc)
+        loop.call_soon_threadsafe(loop.stop)
+
+    async def coro() -> None:
+        pass
+
+    with pytest.raises(
+        TypeError, match=r"coroutines cannot be used with call_later\(\)"
+    ):
+        loop.call_later(1, coro)
+    with pytest.raises(TypeError, match=r"coroutines cannot be used with call_at\(\)"):
+        loop.call_at(1, coro)
+    loop.call_soon(threading.Thread(target=other_thread).start)
+    loop.run_forever()
+    assert len(errors) == 2
+    assert all("Non-thread-safe operation" in str(e) for e in errors)
+    # Debug off again: the fast path, and the timers still fire.
+    loop.set_debug(False)
+    fut = loop.create_future()
+    loop.call_later(0.001, fut.set_result, 1)
+    assert loop.run_until_complete(fut) == 1
+
+
+def test_threadsafe_entry_schedules_timer(loop: asyncio.AbstractEventLoop) -> None:
+    fut = loop.create_future()
+
+    def in_loop() -> None:
+        loop.call_later(0.001, fut.set_result, threading.get_ident())
+
+    t = threading.Thread(target=loop.call_soon_threadsafe, args=(in_loop,))
+    t.start()
+    t.join()
+    assert loop.run_until_complete(fut) == threading.get_ident()
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "match"),
+    [
+        (lambda lp: lp.call_later("1", print), TypeError, "delay must be a number"),
+        (lambda lp: lp.call_later(None, print), TypeError, "delay must be a number"),
+        (lambda lp: lp.call_later(float("nan"), print), ValueError, "delay must not"),
+        (lambda lp: lp.call_later(1, 42), TypeError, "callback must be callable"),
+        (lambda lp: lp.call_at(None, print), TypeError, "when must be a number"),
+        (lambda lp: lp.call_at(float("nan"), print), ValueError, "when must not"),
+        (lambda lp: lp.call_at(1, print, context=1), TypeError, "context must be"),
+    ],
+)
+def test_bad_timer_arguments_raise_naming_them(
+    loop: asyncio.AbstractEventLoop, call: Any, exc: type[Exception], match: str
+) -> None:
+    with pytest.raises(exc, match=match):
+        call(loop)
+    assert len(tw.get_wheel(loop)) == 0
+
+
+@pytest.mark.parametrize("bad", [42, "uvloop.Loop", object, asyncio.Future])
+def test_bad_loop_class_raises_naming_it(bad: Any) -> None:
+    with pytest.raises(TypeError, match="loop_class must be an asyncio"):
+        tw.new_event_loop(bad)
+    with pytest.raises(TypeError, match="loop_class must be"):
+        tw.EventLoopPolicy(loop_class=bad)
+    coro = asyncio.sleep(0)
+    with pytest.raises(TypeError, match="loop_class must be"):
+        tw.run(coro, loop_class=bad)
+    coro.close()
+
+
+def test_run_refuses_non_coroutine_and_nested_use() -> None:
+    with pytest.raises(ValueError, match="a coroutine was expected"):
+        tw.run(42)  # type: ignore[arg-type]
+
+    async def nested() -> None:
+        coro = asyncio.sleep(0)
+        try:
+            with pytest.raises(RuntimeError, match="running event loop"):
+                tw.run(coro)
+        finally:
+            coro.close()
+
+    tw.run(nested())
+
+
+# -- the ways in: run, loop_factory, policy --------------------------------------------
+
+
+async def _loop_kind() -> tuple[type[Any], bool, bool]:
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(0.001)
+    return type(loop), loop.get_debug(), isinstance(loop, _TickwheelLoop)
+
+
+def test_run_returns_result_and_closes_loop(
+    base: type[asyncio.AbstractEventLoop] | None,
+) -> None:
+    made: list[asyncio.AbstractEventLoop] = []
+
+    async def main() -> str:
+        made.append(asyncio.get_running_loop())
+        return (await _loop_kind())[2] and "done" or "not tickwheel"
+
+    assert tw.run(main(), loop_class=base) == "done"
+    assert made[0].is_closed()
+    cls, debug, ok = tw.run(_loop_kind(), debug=True, loop_class=base)
+    assert ok and debug
+    assert issubclass(cls, base or asyncio.AbstractEventLoop)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.Runner is 3.11+")
+def test_runner_loop_factory(base: type[asyncio.AbstractEventLoop] | None) -> None:
+    factory = tw.new_event_loop if base is None else lambda: tw.new_event_loop(base)
+    with asyncio.Runner(loop_factory=factory) as runner:  # type: ignore[attr-defined]
+        assert runner.run(_loop_kind())[2]
+    if sys.version_info >= (3, 12):
+        assert asyncio.run(_loop_kind(), loop_factory=factory)[2]  # type: ignore[call-arg]
+
+
+def test_policy_makes_tickwheel_loops(
+    base: type[asyncio.AbstractEventLoop] | None,
+) -> None:
+    old = asyncio.get_event_loop_policy()
+    policy = tw.EventLoopPolicy(loop_class=base)
+    asyncio.set_event_loop_policy(policy)
+    try:
+        assert asyncio.run(_loop_kind())[2]
+        loop = asyncio.new_event_loop()
+        try:
+            assert type(loop) is policy.loop_class
+            assert isinstance(loop, base or asyncio.AbstractEventLoop)
+        finally:
+            loop.close()
+    finally:
+        asyncio.set_event_loop_policy(old)
+
+
+def test_loop_and_wheel_are_collected() -> None:
+    loop = tw.new_event_loop()
+    loop.run_until_complete(asyncio.sleep(0.001))
+    loop.call_later(10, print)
+    ref = weakref.ref(loop)
+    wheel_ref = weakref.ref(tw.get_wheel(loop))
+    loop.close()
+    del loop
+    gc.collect()
+    assert ref() is None and wheel_ref() is None
+
+
+def test_callback_scheduling_earlier_timer_rearms(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    order: list[str] = []
+
+    def first() -> None:
+        order.append("first")
+        loop.call_later(0, order.append, "zero-delay")
+        loop.call_later(-1, order.append, "negative")
+
+    loop.call_later(0.002, first)
+    loop.call_later(0.02, loop.stop)
+    loop.run_forever()
+    assert order[0] == "first" and sorted(order[1:]) == ["negative", "zero-delay"]
+
+
+def test_loop_handles_postpone(loop: asyncio.AbstractEventLoop) -> None:
+    fired: list[float] = []
+    wheel = tw.get_wheel(loop)
+    # What a heartbeat does on each message: move the pending timer.
+    handle = loop.call_later(30, lambda: fired.append(_now(loop)))
+    t0 = _now(loop)
+    assert handle.postpone(0.005) is True
+    assert len(wheel) == 1 and handle.when() < t0 + 1
+    loop.call_later(0.03, loop.stop)
+    loop.run_forever()
+    assert len(fired) == 1 and fired[0] >= t0 + 0.005
+    assert handle.postpone(1) is False  # it ran

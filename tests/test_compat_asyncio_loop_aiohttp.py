@@ -1,0 +1,241 @@
+"""A real aiohttp server and client over loopback on the tickwheel event loop.
+
+aiohttp arms its keep-alive, read-timeout and websocket heartbeat timers with
+``loop.call_at``/``loop.call_later`` and its client timeouts with
+``asyncio.timeout`` or its own ``TimerContext`` (``loop.call_at`` again), so
+on a tickwheel loop all of them run on the wheel.  Each test runs under
+asyncio's default loop and under uvloop, through ``tw.run`` (which closes the
+loop and shuts down the resolver's executor).  Bounds on elapsed time are
+lower bounds (a timer never fires early) and generous hang guards only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Any, Callable
+
+import pytest
+
+from tickwheel import compat_asyncio as tw
+from tickwheel._asyncio_loop import _TickwheelLoop
+
+aiohttp = pytest.importorskip("aiohttp")
+from aiohttp import web  # noqa: E402
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover (Windows)
+    uvloop = None
+
+GUARD_S = 10.0  # a hang guard, never a speed claim
+
+BASES = [
+    pytest.param(None, id="asyncio"),
+    pytest.param(
+        "uvloop",
+        id="uvloop",
+        marks=pytest.mark.skipif(uvloop is None, reason="uvloop is not installed"),
+    ),
+]
+
+
+@pytest.fixture(params=BASES)
+def run(request: pytest.FixtureRequest) -> Callable[[Awaitable[Any]], Any]:
+    base = None if request.param is None else uvloop.Loop
+
+    def runner(coro: Any) -> Any:
+        async def checked() -> Any:
+            loop = asyncio.get_running_loop()
+            assert isinstance(loop, _TickwheelLoop)
+            assert base is None or isinstance(loop, base)
+            return await coro
+
+        return tw.run(checked(), loop_class=base)
+
+    return runner
+
+
+@asynccontextmanager
+async def serve(app: web.Application, **kwargs: Any) -> AsyncIterator[str]:
+    """Serve ``app`` on 127.0.0.1 (a free port); yield its base URL.
+
+    Handlers are cancelled when their client goes away, so cleanup does not
+    wait for a slow handler whose client timed out.
+    """
+    kwargs.setdefault("handler_cancellation", True)
+    runner = web.AppRunner(app, **kwargs)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        host, port = runner.addresses[0][:2]
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def hello(request: web.Request) -> web.Response:
+    return web.Response(text="hello " + request.query.get("n", ""))
+
+
+async def slow(request: web.Request) -> web.Response:
+    await asyncio.sleep(float(request.query["s"]))
+    return web.Response(text="slow")
+
+
+def make_app() -> web.Application:
+    app = web.Application()
+    app.router.add_get("/", hello)
+    app.router.add_get("/slow", slow)
+    return app
+
+
+def test_requests_over_keepalive_connection(run: Any) -> None:
+    async def main() -> tuple[list[str], int]:
+        wheel = tw.get_wheel()
+        async with serve(make_app()) as url:
+            connector = aiohttp.TCPConnector(limit=1)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                bodies = []
+                for n in range(20):
+                    async with session.get(url, params={"n": str(n)}) as resp:
+                        assert resp.status == 200
+                        bodies.append(await resp.text())
+                # The idle connection's keep-alive timers (server and
+                # client pool) are now wheel timers.
+                await asyncio.sleep(0.01)
+                pending = len(wheel)
+        return bodies, pending
+
+    bodies, pending = run(main())
+    assert bodies == [f"hello {n}" for n in range(20)]
+    assert pending >= 1
+
+
+def test_client_total_timeout_fires_not_early(run: Any) -> None:
+    async def main() -> float:
+        async with serve(make_app()) as url:
+            timeout = aiohttp.ClientTimeout(total=0.05)
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                t0 = time.monotonic()
+                with pytest.raises(asyncio.TimeoutError):
+                    async with session.get(url + "/slow", params={"s": "30"}):
+                        pass
+                elapsed = time.monotonic() - t0
+                # The session still works after its request timed out.
+                async with session.get(url) as resp:
+                    assert await resp.text() == "hello "
+        return elapsed
+
+    elapsed = run(main())
+    assert 0.05 <= elapsed < GUARD_S
+
+
+def test_client_sock_read_timeout(run: Any) -> None:
+    async def main() -> float:
+        async with serve(make_app()) as url:
+            timeout = aiohttp.ClientTimeout(sock_read=0.03)
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                t0 = time.monotonic()
+                with pytest.raises(aiohttp.ServerTimeoutError):
+                    async with session.get(url + "/slow", params={"s": "30"}):
+                        pass
+                return time.monotonic() - t0
+
+    elapsed = run(main())
+    assert 0.03 <= elapsed < GUARD_S
+
+
+def test_server_keepalive_expiry_closes_idle_connection(run: Any) -> None:
+    async def main() -> tuple[bytes, float, int]:
+        wheel = tw.get_wheel()
+        async with serve(make_app(), keepalive_timeout=0.05) as url:
+            host, port = url.removeprefix("http://").split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            t0 = time.monotonic()
+            writer.write(
+                b"GET /?n=ka HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n"
+            )
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert b" 200 " in head.split(b"\r\n")[0]
+            body = await reader.readexactly(len(b"hello ka"))
+            pending = len(wheel)  # the server's keep-alive timer is on the wheel
+            # Idle: the server closes the connection when keep-alive expires.
+            rest = await asyncio.wait_for(reader.read(), GUARD_S)
+            elapsed = time.monotonic() - t0
+            writer.close()
+            assert rest == b""
+        return body, elapsed, pending
+
+    body, elapsed, pending = run(main())
+    assert body == b"hello ka"
+    assert pending >= 1
+    # aiohttp closes once loop.time() passes last-response + 0.05 s (it
+    # re-arms if woken early); the response left after t0.
+    assert 0.05 <= elapsed < GUARD_S
+
+
+def test_websocket_heartbeat_pings_and_pong_timeout(run: Any) -> None:
+    async def ws_handler(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=0.04)
+        await ws.prepare(request)
+        async for msg in ws:
+            if msg.type == aiohttp.WSMsgType.TEXT:
+                await ws.send_str("echo " + msg.data)
+        return ws
+
+    async def main() -> tuple[list[str], int, Any]:
+        app = web.Application()
+        app.router.add_get("/ws", ws_handler)
+        async with serve(app) as url:
+            async with aiohttp.ClientSession() as session:
+                # 1. autoping client: heartbeats are answered, echo works for
+                # several heartbeat periods.
+                echoes = []
+                async with session.ws_connect(url + "/ws", heartbeat=0.03) as ws:
+                    for i in range(5):
+                        await ws.send_str(str(i))
+                        msg = await asyncio.wait_for(ws.receive(), GUARD_S)
+                        echoes.append(msg.data)
+                        await asyncio.sleep(0.03)
+                    assert not ws.closed
+                # 2. a client that never answers pings: it sees the server's
+                # pings, then the server gives up (pong not received).
+                pings = 0
+                async with session.ws_connect(url + "/ws", autoping=False) as ws:
+                    while True:
+                        msg = await asyncio.wait_for(ws.receive(), GUARD_S)
+                        if msg.type == aiohttp.WSMsgType.PING:
+                            pings += 1
+                            continue
+                        break
+                return echoes, pings, msg.type
+
+    echoes, pings, last = run(main())
+    assert echoes == [f"echo {i}" for i in range(5)]
+    assert pings >= 1
+    assert last in (
+        aiohttp.WSMsgType.CLOSE,
+        aiohttp.WSMsgType.CLOSING,
+        aiohttp.WSMsgType.CLOSED,
+        aiohttp.WSMsgType.ERROR,
+    )
+
+
+def test_many_concurrent_requests_with_timeouts(run: Any) -> None:
+    async def main() -> int:
+        async with serve(make_app()) as url:
+            timeout = aiohttp.ClientTimeout(total=GUARD_S)
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+
+                async def one(n: int) -> str:
+                    async with session.get(url, params={"n": str(n)}) as resp:
+                        return await resp.text()
+
+                texts = await asyncio.gather(*(one(n) for n in range(200)))
+        return sum(t == f"hello {n}" for n, t in enumerate(texts))
+
+    assert run(main()) == 200
