@@ -63,6 +63,32 @@ __all__ = ["Event", "scheduler"]
 
 _sentinel = object()
 _new_event = tuple.__new__
+
+if "sequence" in Event._fields:
+    _Event = Event
+
+    def _make_event(
+        time: Any, priority: Any, seq: int, action: Any, argument: Any, kwargs: Any
+    ) -> Event:
+        return _new_event(Event, (time, priority, seq, action, argument, kwargs))
+
+else:  # Python 3.9: sched.Event is (time, priority, action, argument, kwargs)
+
+    class _Event(Event):  # type: ignore[no-redef]
+        """A ``sched.Event`` that also carries its ``sequence`` number."""
+
+        sequence: int
+
+    _Event.__name__ = _Event.__qualname__ = "Event"
+
+    def _make_event(
+        time: Any, priority: Any, seq: int, action: Any, argument: Any, kwargs: Any
+    ) -> Event:
+        event = _new_event(_Event, (time, priority, action, argument, kwargs))
+        event.sequence = seq  # type: ignore[misc]
+        return event
+
+
 _LIMIT_TICK = MAX_DELAY_MS - 1
 _heappush = heapq.heappush
 _heappop = heapq.heappop
@@ -192,7 +218,7 @@ class scheduler:
                 raise TypeError(f"time must be a real number, got {time!r}") from None
         with self._lock:
             seq = next(self._sequence)
-            event = _new_event(Event, (time, priority, seq, action, argument, kwargs))
+            event = _make_event(time, priority, seq, action, argument, kwargs)
             task = _EventTask(tick)
             task.event = event
             self._tasks[seq] = task
@@ -224,9 +250,9 @@ class scheduler:
         """
         with self._lock:
             try:
-                seq = event[2]  # the sequence number: unique per scheduler
+                seq = event.sequence  # unique per scheduler
                 task = self._tasks[seq]
-            except (IndexError, KeyError, TypeError):
+            except (AttributeError, KeyError, TypeError):
                 raise ValueError(f"event is not in the queue: {event!r}") from None
             if task.event is not event and task.event != event:
                 raise ValueError(f"event is not in the queue: {event!r}")
