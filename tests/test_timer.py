@@ -947,21 +947,23 @@ def test_system_kafka_drain_loop_runs_every_task(timers, fake_clock):
 # -- pool executors: one submit per task ------------------------------------------
 
 
+@pytest.mark.parametrize("n_tasks", [4, 8])
 def test_system_pool_runs_one_buckets_blocking_tasks_concurrently(
-    timers, fake_clock, no_thread_leak
+    timers, fake_clock, no_thread_leak, n_tasks
 ):
-    """Four tasks due in the same millisecond, each waiting for the other
-    three at a barrier: they can only pass it if the pool runs them at once,
-    on four threads.  They used to run one after another on one pool thread
-    (the barrier then breaks after its timeout)."""
+    """Tasks due in the same millisecond, each waiting at a Barrier(4): they
+    can only pass it if the pool runs four of them at once, on four threads.
+    They used to run one after another on one pool thread (the barrier then
+    breaks after its timeout).  Eight tasks meet four at a time, twice: the
+    runners of a big bucket take its tasks in turn, not one runner all."""
     barrier = threading.Barrier(4, timeout=10)
     errors: list[BaseException] = []
-    names: list[str] = []
+    names: set[str] = set()
     done = threading.Semaphore(0)
 
     def meet() -> None:
         barrier.wait()
-        names.append(threading.current_thread().name)
+        names.add(threading.current_thread().name)
         done.release()
 
     with concurrent.futures.ThreadPoolExecutor(4, "pool") as pool:
@@ -972,15 +974,15 @@ def test_system_pool_runs_one_buckets_blocking_tasks_concurrently(
             on_error=lambda task, exc: (errors.append(exc), done.release()),
         )
         try:
-            tasks = [timer.schedule(5, meet) for _ in range(4)]
+            tasks = [timer.schedule(5, meet) for _ in range(n_tasks)]
             fake_clock.advance_ms(5)
             assert timer.advance_clock(0) is True
-            for _ in range(4):
+            for _ in range(n_tasks):
                 assert done.acquire(timeout=30)
         finally:
             timer.close()
     assert errors == []
-    assert len(set(names)) == 4 and all(n.startswith("pool") for n in names)
+    assert len(names) == 4 and all(n.startswith("pool") for n in names)
     assert all(task.done for task in tasks) and len(timer) == 0
 
 
@@ -1084,38 +1086,3 @@ def test_system_pool_refusing_mid_batch_cancels_and_logs_the_rest(
     assert [t.done for t in tasks] == [i in ran for i in range(5)]
     assert sum(t.cancelled for t in tasks) == refused and len(timer) == 0
     assert (f"refused {refused} due task(s)" in caplog.text) == bool(refused)
-
-
-def test_system_small_pool_runs_a_big_buckets_blocking_tasks_concurrently(
-    timers, fake_clock, no_thread_leak
-):
-    """Eight tasks due together on a pool of four: they meet four at a time
-    at a Barrier(4), twice, so four pool threads run them at once (the
-    runners take the bucket's tasks in turn, not one runner all of them)."""
-    barrier = threading.Barrier(4, timeout=10)
-    errors: list[BaseException] = []
-    names: set[str] = set()
-    done = threading.Semaphore(0)
-
-    def meet() -> None:
-        barrier.wait()
-        names.add(threading.current_thread().name)
-        done.release()
-
-    with concurrent.futures.ThreadPoolExecutor(4, "pool") as pool:
-        timer = timers.SystemTimer(
-            reaper=False,
-            executor=pool,
-            clock=fake_clock,
-            on_error=lambda task, exc: (errors.append(exc), done.release()),
-        )
-        try:
-            tasks = [timer.schedule(5, meet) for _ in range(8)]
-            fake_clock.advance_ms(5)
-            assert timer.advance_clock(0) is True
-            for _ in range(8):
-                assert done.acquire(timeout=30)
-        finally:
-            timer.close()
-    assert errors == [] and len(names) == 4
-    assert all(task.done for task in tasks) and len(timer) == 0
