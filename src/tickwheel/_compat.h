@@ -1,26 +1,29 @@
 /* tickwheel's one shim over CPython details the compiled core relies on.
  *
  * Issue 18 measured every CPython/Cython internal the core used against a
- * public-API variant (callgrind instructions, docs/design.md "CPython
- * internals"); only the two worth more than 5 % on W1, W2-sliding or the
- * purgatory stayed, and they live here, behind version guards:
+ * public-API variant (callgrind instructions per iteration; docs/design.md
+ * "CPython internals" has the table).  Only those worth more than 5 % on W1,
+ * W2-sliding or the purgatory stayed, and their version guards live here:
  *
- *   tw_monotonic_ns()  the timer's clock read in C (W1 -16 %, W2 -14 %
- *                      against calling time.monotonic_ns).  Linux:
+ *   tw_monotonic_ns()  the timer's clock read in C (calling time.monotonic_ns
+ *                      instead costs W1 +18.6 %, W2 +16.2 %).  Linux:
  *                      clock_gettime(CLOCK_MONOTONIC), the clock
  *                      time.monotonic_ns() reads there.  Elsewhere on 3.13+:
  *                      PyTime_MonotonicRaw (public).  Elsewhere before 3.13
- *                      there is no public C call: TW_HAVE_C_CLOCK is 0 and the
- *                      core calls time.monotonic_ns().
+ *                      there is no public C call: TW_HAVE_C_CLOCK is 0 and
+ *                      the core calls time.monotonic_ns().
  *   tw_type_dict()     the type's dict, to install the METH_FASTCALL
- *                      schedule()/schedule_as() descriptors (W1 -15 %, W2 -13 %
- *                      against Cython's def, which builds a **kwargs dict per
- *                      call).  3.12+: PyType_GetDict (public); before: tp_dict.
+ *                      schedule()/schedule_as() descriptors (Cython's def
+ *                      builds a **kwargs dict per call: W1 +17.5 %, W2
+ *                      +15.3 %).  3.12+: PyType_GetDict (public); before:
+ *                      tp_dict.
+ *   TW_COMPAT_FREE_THREADED  for _purgatory, whose _Lock uses the GIL as
+ *                      its mutex (a PyThread lock costs the purgatory
+ *                      +5.7 %): it refuses to import with the GIL disabled.
  *
- * Free-threaded builds (Py_GIL_DISABLED): both are safe (the clock has no
- * state; the dict is written once, at import, before any other thread can
- * see the type).  What the core no longer does is listed in design.md.
- * TW_COMPAT_* below name the decisions, for tests/test_compat_shim.py.
+ * Both functions are safe on free-threaded builds (the clock has no state;
+ * the dict is written once, at import, before another thread sees the
+ * type).  TW_COMPAT_* name the decisions, for tests/test_compat_shim.py.
  */
 #ifndef TICKWHEEL_COMPAT_H
 #define TICKWHEEL_COMPAT_H
@@ -40,7 +43,9 @@
 #include <time.h>
 #endif
 
-#if defined(__linux__) && defined(CLOCK_MONOTONIC)
+/* TW_COMPAT_NO_CLOCK_GETTIME (a -D for testing only) builds the other
+   branches on Linux too. */
+#if defined(__linux__) && defined(CLOCK_MONOTONIC) && !defined(TW_COMPAT_NO_CLOCK_GETTIME)
 #define TW_HAVE_C_CLOCK 1
 #define TW_COMPAT_CLOCK "clock_gettime"
 static inline int64_t tw_monotonic_ns(void) {
