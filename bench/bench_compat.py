@@ -15,6 +15,10 @@ Goals (issue 4), checked in the "goal" column:
 * ``sched``: enter + cancel of 20,000 events >= 100x faster than stdlib;
 * 10,000 ``Timer.start()`` + ``cancel()`` vs ``threading.Timer``: threads
   created, wall time and peak RSS (each side in its own subprocess).
+
+Also shown (issue 16): moving one of 10,000 pending idle timers per message,
+asyncio's ``cancel()`` + ``call_later()`` against ``handle.postpone()``, on
+the default loop and under uvloop.
 """
 
 from __future__ import annotations
@@ -86,6 +90,84 @@ def bench_call_later(n: int, repeat: int, use_uvloop: bool) -> dict[str, float]:
     try:
         times = loop.run_until_complete(main())
     finally:
+        loop.close()
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+# -- asyncio: move a pending timer (heartbeat / idle timeout) --------------------------
+
+
+def bench_postpone(
+    n: int, moves: int, repeat: int, use_uvloop: bool
+) -> dict[str, float]:
+    """Median seconds for ``moves`` moves of one of ``n`` pending idle timers.
+
+    Each move pushes one connection's idle timeout 30 s out, as a server does
+    on every message: asyncio cancels the handle and calls call_later again;
+    the wheel can do the same, or move the handle with ``postpone()``.  The
+    loop runs one iteration every 1,000 moves (asyncio drops cancelled
+    handles there), for every variant alike.
+    """
+
+    async def main() -> dict[str, list[float]]:
+        loop = asyncio.get_running_loop()
+        wheel = tw.get_wheel()
+
+        def cancel_call_later(call_later: Callable[..., Any]) -> Callable[[], Any]:
+            handles = [call_later(30.0, _noop) for _ in range(n)]
+
+            async def run() -> None:
+                i = 0
+                for k in range(moves):
+                    handles[i].cancel()
+                    handles[i] = call_later(30.0, _noop)
+                    i = i + 1 if i + 1 < n else 0
+                    if k % 1000 == 999:
+                        await asyncio.sleep(0)
+
+            return run
+
+        def postpone() -> Callable[[], Any]:
+            handles = [wheel.call_later(30.0, _noop) for _ in range(n)]
+
+            async def run() -> None:
+                i = 0
+                for k in range(moves):
+                    handles[i].postpone(30.0)
+                    i = i + 1 if i + 1 < n else 0
+                    if k % 1000 == 999:
+                        await asyncio.sleep(0)
+
+            return run
+
+        variants = {
+            "loop cancel+call_later": lambda: cancel_call_later(loop.call_later),
+            "wheel cancel+call_later": lambda: cancel_call_later(wheel.call_later),
+            "handle.postpone": postpone,
+        }
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(repeat):
+            for name, make in variants.items():  # interleaved rounds
+                run = make()
+                await asyncio.sleep(0)
+                t0 = time.perf_counter()
+                await run()
+                times[name].append(time.perf_counter() - t0)
+                del run
+                gc.collect()
+        return times
+
+    loop: asyncio.AbstractEventLoop
+    if use_uvloop:
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    try:
+        times = loop.run_until_complete(main())
+    finally:
+        tw.get_wheel(loop).close()
         loop.close()
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -294,6 +376,34 @@ def main() -> None:
                 res["compat_asyncio.call_later"],
                 None,
                 n_call,
+            )
+        )
+
+    n_idle, n_moves = (1_000, 100_000) if quick else (10_000, 1_000_000)
+    for use_uvloop in (False, True):
+        label = "uvloop" if use_uvloop else "asyncio loop"
+        try:
+            res = bench_postpone(n_idle, n_moves, repeat, use_uvloop)
+        except ImportError:
+            rows.append((f"postpone ({label})", "n/a", "n/a", "", "uvloop missing"))
+            continue
+        rows.append(
+            ratio_row(
+                f"{n_moves:,} moves of {n_idle:,} pending timers, {label}: "
+                "loop cancel+call_later vs handle.postpone",
+                res["loop cancel+call_later"],
+                res["handle.postpone"],
+                None,
+                n_moves,
+            )
+        )
+        rows.append(
+            ratio_row(
+                f"… wheel cancel+call_later vs handle.postpone ({label})",
+                res["wheel cancel+call_later"],
+                res["handle.postpone"],
+                None,
+                n_moves,
             )
         )
 

@@ -1,6 +1,6 @@
 """Benchmark fixtures.  ``bench/`` is outside the test paths on purpose.
 
-Run: ``pytest bench --benchmark-only`` (see README, "Benchmarks").
+Run: ``pytest bench --benchmark-only`` (see bench/README.md).
 ``--bench-n`` sets the number of timers per round (default 200,000).
 """
 

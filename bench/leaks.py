@@ -1,4 +1,4 @@
-"""Full-size leak run for the README: 10,000,000 add+cancel and 1,000,000 add+fire.
+"""Full-size leak run (docs/reliability.md): 10^7 add+cancel and 10^6 add+fire.
 
 Runs ``tests/isolated/leak_check.py`` in a fresh interpreter per core and
 prints a Markdown table (RSS and tracemalloc deltas after warm-up, reference

@@ -6,6 +6,7 @@ implementation's garbage cannot inflate another's memory numbers::
     python bench/measure.py lateness tickwheel --n 200000
     python bench/measure.py memory heapq --n 1000000
     python bench/measure.py gc asyncio --n 1000000
+    python bench/measure.py dispatch pool-per-task --n 200000
 
 prints one JSON object.  ``bench/run.py`` calls these and renders the tables.
 
@@ -21,6 +22,10 @@ of one schedule call.
 W3 stall: the same load on the manual clock, stepped 1 ms at a time: the
 longest single poll while tasks fall due (no task runs during a poll), with
 and without early cascading.  Noise can make it longer, never shorter.
+
+Dispatch: N due tasks handed by one ``advance_clock`` to a pool (one submit
+per task, and one per bucket as before), to the default worker and inline:
+the time in the call and until the last task ran (see :func:`dispatch`).
 
 W4 (memory): bytes per pending timer at N (tracemalloc and RSS), with one
 shared no-op callback and the handles kept in a list allocated before the
@@ -386,6 +391,97 @@ def _stall_run(
     return polls, precascade_ns, wakes
 
 
+# -- dispatch: due tasks handed to the executor ---------------------------------
+
+DISPATCH_POOL = 4
+DISPATCH_IMPLS = ["pool", "pool-per-task", "pool-batch", "default", "inline"]
+
+
+def dispatch(impl: str, n: int) -> dict[str, Any]:
+    """N no-op tasks, all due, handed to the executor by one advance_clock.
+
+    ``pool`` is a ``SystemTimer`` on a ``ThreadPoolExecutor(4)``: per bucket,
+    four runners that take its tasks in turn; ``pool-per-task`` the same with
+    one submit per task (Kafka's way); ``pool-batch`` with each bucket
+    submitted as one job (tickwheel before: blocking callbacks of one bucket
+    ran one after another on one pool thread); ``default`` and ``inline``
+    batch.  The
+    deadlines are spread over W3's 500 ms window; a fake clock jumps past
+    them all, so the call polls every bucket.  ``dispatch_ms`` is the time
+    spent in that call (the thread keeping time does nothing else meanwhile:
+    a later bucket waits that long), ``total_ms`` the time until the last
+    task has run; the best of three runs of each.
+    """
+    import concurrent.futures
+
+    from tickwheel import timer as tw
+
+    if impl not in DISPATCH_IMPLS:
+        raise ValueError(f"dispatch: unknown impl {impl!r}")
+
+    class BatchTimer(tw.SystemTimer):  # type: ignore[misc]
+        def _dispatch(self, batch: list[Any], reraise: bool = False) -> None:
+            self._executor.submit(self._run_batch, batch)
+
+    class PerTaskTimer(tw.SystemTimer):  # type: ignore[misc]
+        def _dispatch(self, batch: list[Any], reraise: bool = False) -> None:
+            submit, run_one = self._executor.submit, self._run_one
+            for task in batch:
+                submit(run_one, task)
+
+    best: dict[str, float] = {}
+    for _ in range(3):
+        now = [0]
+        pool = (
+            concurrent.futures.ThreadPoolExecutor(DISPATCH_POOL)
+            if impl.startswith("pool")
+            else None
+        )
+        executor: Any = {"default": None, "inline": "inline"}.get(impl, pool)
+        cls = {"pool-batch": BatchTimer, "pool-per-task": PerTaskTimer}.get(
+            impl, tw.SystemTimer
+        )
+        timer = cls(
+            "dispatch",
+            reaper=False,
+            executor=executor,
+            start_ms=0,
+            clock=lambda: now[0],
+        )
+        done = threading.Event()
+        count = itertools.count(1)
+
+        def cb() -> None:
+            if next(count) == n:
+                done.set()
+
+        rnd = random.Random(11)
+        for _ in range(n):
+            timer.schedule(rnd.random() * WINDOW_MS, cb)
+        now[0] = (WINDOW_MS + 1) * 1_000_000
+        gc.collect()
+        t0 = time.perf_counter_ns()
+        timer.advance_clock(0)
+        t1 = time.perf_counter_ns()
+        if not done.wait(600):
+            raise RuntimeError(f"dispatch {impl}: tasks did not all run")
+        t2 = time.perf_counter_ns()
+        timer.close()
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for key, value in (
+            ("dispatch_ms", (t1 - t0) / 1e6),
+            ("total_ms", (t2 - t0) / 1e6),
+        ):
+            best[key] = min(best.get(key, value), value)
+    return {
+        "n": n,
+        "pool_threads": DISPATCH_POOL if impl.startswith("pool") else None,
+        **best,
+        "ns_per_task": best["total_ms"] * 1e6 / n,
+    }
+
+
 # -- W4: memory ----------------------------------------------------------------
 
 
@@ -580,7 +676,8 @@ def interleaved(impl: str, n: int, rounds: int = 7) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "what", choices=["lateness", "stall", "memory", "gc", "interleaved"]
+        "what",
+        choices=["lateness", "stall", "dispatch", "memory", "gc", "interleaved"],
     )
     parser.add_argument("impl")
     parser.add_argument("--n", type=int, required=True)
@@ -592,6 +689,8 @@ def main(argv: list[str] | None = None) -> int:
         result = LATENESS[args.impl](args.n)
     elif args.what == "stall":
         result = stall(args.impl, args.n)
+    elif args.what == "dispatch":
+        result = dispatch(args.impl, args.n)
     elif args.what == "memory":
         result = memory(args.impl, args.n)
     else:

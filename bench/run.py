@@ -12,7 +12,7 @@ real-time lateness (the tickwheel rows and the host's floor five times),
 W4 memory and W6 GC.  It writes, under ``bench/results/``:
 
 * ``<name>.json``: everything measured, with machine, Python and commit;
-* ``<name>.md``: the Markdown tables (the README quotes them);
+* ``<name>.md``: the Markdown tables (bench/README.md quotes them);
 * ``scaling.png`` / ``scaling.svg``: log-log per-operation cost against N;
 * ``lateness.png``: the lateness distribution of W3 (real time).
 
@@ -53,6 +53,7 @@ LATENESS_IMPLS = [
 LATENESS_REPEATED = ["floor-spin", "floor-tick", "tickwheel", "tickwheel-inline"]
 LATENESS_REPEAT = 5
 STALL_IMPLS = ["tickwheel", "tickwheel-due-wakes", "tickwheel-kafka-cascade"]
+DISPATCH_IMPLS = ["pool", "pool-per-task", "pool-batch", "default", "inline"]
 # sched is left out of W4/W6: its cancel is O(n) (cancelling 10^6 events is
 # quadratic), and its events sit in a plain heapq list like heapq's entries.
 MEMORY_IMPLS = ["tickwheel", "heapq", "asyncio", "uvloop", "tickwheel-py"]
@@ -315,6 +316,25 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"| {r.get('wakes', '–')} |"
             )
 
+    if report.get("dispatch"):
+        out += [
+            "",
+            "**Dispatch**: N due no-op tasks (W3's deadlines) handed to the "
+            "executor by one `advance_clock`; `pool*` is a "
+            "`ThreadPoolExecutor(4)`: `pool` four runners per bucket taking "
+            "its tasks in turn, `pool-per-task` one submit per task (Kafka's "
+            "way), `pool-batch` one job per bucket (before; blocking tasks of "
+            "a bucket ran one after another). Best of three",
+            "",
+            "| executor | in advance_clock ms | until the last ran ms | ns/task |",
+            "|---|---|---|---|",
+        ]
+        for impl, r in report["dispatch"].items():
+            out.append(
+                f"| {impl} (N={r['n']:,}) | {r['dispatch_ms']:.1f} | "
+                f"{r['total_ms']:.1f} | {r['ns_per_task']:.0f} |"
+            )
+
     out += [
         "",
         "**W4, memory** per pending timer (shared no-op callback, handles kept "
@@ -465,6 +485,7 @@ def _in_run_order(report: dict[str, Any]) -> dict[str, Any]:
     for key, order in (
         ("lateness", LATENESS_IMPLS),
         ("stall", STALL_IMPLS),
+        ("dispatch", DISPATCH_IMPLS),
         ("memory", MEMORY_IMPLS),
         ("gc", MEMORY_IMPLS),
     ):
@@ -533,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     report["lateness"] = run_lateness(n, 1 if args.quick else LATENESS_REPEAT)
     report["stall"] = {i: run_measure("stall", i, n) for i in STALL_IMPLS}
+    report["dispatch"] = {i: run_measure("dispatch", i, n) for i in DISPATCH_IMPLS}
     report["memory"] = {
         i: run_measure("memory", i, memory_n) for i in MEMORY_IMPLS if _available(i)
     }

@@ -5,7 +5,7 @@ in one ``local[2]`` session with the Spark UI on, then prints every completed
 stage of the last repetition from Spark's REST API: task time (the sum over
 tasks, which on two cores is about twice the wall time of a busy stage), the
 JVM's CPU time (Python workers not included), shuffle and output bytes, and
-the stage's wall time.  This is where the README's "where the time goes"
+the stage's wall time.  This is where bench/README.md's "where the time goes"
 figures come from.
 
 Run: ``python bench/spark_stages.py [--trace DIR] [--repeat 3]`` (the trace

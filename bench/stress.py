@@ -32,7 +32,7 @@ wake-up).  At the end ``delayed == watched == 0``.
 A watchdog (``faulthandler.dump_traceback_later``) dumps every thread's stack
 if a run takes longer than its bound, and the run then fails.
 
-Usage (the README figures come from the full run)::
+Usage (the figures in docs/reliability.md come from the full run)::
 
     python bench/stress.py                       # 8 threads x 100,000 ops, both cores
     python bench/stress.py --threads 8 --ops 3000 --core pure

@@ -2,7 +2,7 @@
 
 ``python bench/run.py --render <json>`` re-renders a report (after a change
 to the rendering, say) without measuring again; it must not change a number
-or the order of a row.  Checked against the report the README quotes.
+or the order of a row.  Checked against the report bench/README.md quotes.
 """
 
 from __future__ import annotations

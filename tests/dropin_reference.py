@@ -81,7 +81,8 @@ class Reference:
     def first_due_ns(self) -> int | None:
         """The earliest due time of a pending id (what may run next)."""
         heap = self.heap
-        while heap and heap[0][1] not in self.pending:
+        # Skip ids no longer pending, and entries left by a re-add (postpone).
+        while heap and self.pending.get(heap[0][1]) != heap[0][0]:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 

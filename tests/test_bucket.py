@@ -126,3 +126,27 @@ def test_delay_queue_orders_buckets(impl):
     assert len(queue) == 1
     with pytest.raises(ValueError, match="no expiration"):
         queue.offer(impl.TimerTaskList())
+
+
+def test_bucket_cancel_unlinks_a_task_added_by_hand(impl):
+    """Kafka's TimerTaskListTest.testAll: a task linked straight into a bucket
+    (never through a timer) leaves it when cancelled, and the shared counter
+    drops.  It used to return False and stay linked."""
+    counter = impl.TaskCounter()
+    b1, b2 = impl.TimerTaskList(counter), impl.TimerTaskList(counter)
+    tasks = [impl.TimerTask(0, print) for _ in range(3)]
+    for task in tasks:
+        b1.add(task)
+    b2.add(tasks[2])
+    assert counter.value == 3
+    assert tasks[0].cancel() is True
+    b1._check()
+    assert (len(b1), len(b2), counter.value) == (1, 1, 2)
+    assert tasks[0].cancelled and tasks[0].list is None and tasks[0].fn is None
+    assert tasks[0].cancel() is False  # once
+    assert tasks[2].cancel() is True
+    b2._check()
+    assert (len(b1), len(b2), counter.value) == (1, 0, 1)
+    assert b1.entries() == [tasks[1]]
+    # A task never linked anywhere still has nothing to cancel.
+    assert impl.TimerTask(0, print).cancel() is False

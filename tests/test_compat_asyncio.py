@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import gc
 import selectors
+import sys
 import threading
 from collections.abc import Coroutine
 from typing import Any, Callable
@@ -320,6 +321,112 @@ class TestAsyncioContract:
 
         assert run(main()) == ["entered"]
 
+    @pytest.mark.parametrize("how", ["timeout(0)", "timeout(-11)", "timeout_at(past)"])
+    def test_asyncio_timeout_past_deadline_fires_before_task_resumes(
+        self, impl: Any, how: str
+    ) -> None:
+        # Issue 16.1: a deadline at or before loop.time() goes through
+        # loop.call_soon, so even `await asyncio.sleep(0)` is interrupted.
+        async def main() -> tuple[bool, list[str]]:
+            loop = asyncio.get_running_loop()
+            cm = {
+                "timeout(0)": lambda: impl.timeout(0),
+                "timeout(-11)": lambda: impl.timeout(-11),
+                "timeout_at(past)": lambda: impl.timeout_at(loop.time() - 1),
+            }[how]()
+            log: list[str] = []
+            with pytest.raises(TimeoutError):
+                async with cm:
+                    await asyncio.sleep(0)
+                    log.append("resumed")
+            return cm.expired(), log
+
+        assert run(main()) == (True, [])
+
+    def test_asyncio_timeout_past_deadline_block_without_await(self, impl: Any) -> None:
+        # The call_soon'd expiry of a past deadline must be withdrawn when the
+        # block exits before it ran: no late cancel of the task, no loop error.
+        async def main() -> tuple[bool, bool, list[Any]]:
+            loop = asyncio.get_running_loop()
+            errors: list[Any] = []
+            loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+            async with impl.timeout(0) as cm:
+                pass
+            await spin()
+            task = asyncio.current_task()
+            assert task is not None
+            cancelling = getattr(task, "cancelling", lambda: 0)()  # 3.11+
+            return cm.expired(), cancelling > 0, errors
+
+        assert run(main()) == (False, False, [])
+
+    def test_asyncio_timeout_reschedule_to_past_deadline(self, impl: Any) -> None:
+        async def main() -> tuple[bool, list[str], float]:
+            loop = asyncio.get_running_loop()
+            log: list[str] = []
+            with pytest.raises(TimeoutError):
+                async with impl.timeout(10) as cm:
+                    await asyncio.sleep(0)
+                    cm.reschedule(loop.time())
+                    await asyncio.sleep(0)
+                    log.append("resumed")
+            return cm.expired(), log, loop.time() - cm.when()
+
+        expired, log, late = run(main())
+        assert (expired, log) == (True, [])
+        assert late == 0  # the virtual clock did not move: no timer was waited for
+
+    def test_asyncio_timeout_reschedule_past_then_future_cancels_the_soon(
+        self, impl: Any
+    ) -> None:
+        async def main() -> bool:
+            loop = asyncio.get_running_loop()
+            async with impl.timeout(None) as cm:
+                cm.reschedule(loop.time() - 1)
+                cm.reschedule(loop.time() + 10)
+                await spin()
+            return cm.expired()
+
+        assert run(main()) is False
+
+    def test_asyncio_timeout_cancelled_error_subclass(self, impl: Any) -> None:
+        # 3.11/3.12 convert only CancelledError itself, 3.13+ any subclass:
+        # the drop-in follows the running Python, as the stdlib does.
+        class MyCancelled(asyncio.CancelledError):
+            pass
+
+        async def main() -> str:
+            try:
+                async with impl.timeout(0.01):
+                    try:
+                        await asyncio.sleep(1)
+                    except asyncio.CancelledError:
+                        raise MyCancelled from None
+            except TimeoutError:
+                return "TimeoutError"
+            except MyCancelled:
+                return "MyCancelled"
+            return "no exception"
+
+        expected = "TimeoutError" if sys.version_info >= (3, 13) else "MyCancelled"
+        assert run(main()) == expected
+
+    def test_asyncio_timeout_error_is_both_timeout_errors(self, impl: Any) -> None:
+        # One class since 3.11; on 3.9/3.10 tickwheel raises a subclass of
+        # both, so `except asyncio.TimeoutError` (async-timeout, wait_for)
+        # and `except TimeoutError` (3.11 code) both catch it.
+        async def main() -> BaseException:
+            try:
+                async with impl.timeout(0.01):
+                    await asyncio.sleep(1)
+            except BaseException as exc:
+                return exc
+            raise AssertionError("no timeout")
+
+        err = run(main())
+        assert isinstance(err, TimeoutError)
+        assert isinstance(err, asyncio.TimeoutError)
+
     def test_asyncio_timeout_cancels_only_the_task_it_wraps(self, impl: Any) -> None:
         async def main() -> tuple[str, str]:
             async def limited() -> str:
@@ -613,3 +720,89 @@ def test_wheel_clock_choice() -> None:
         assert tw._uses_monotonic_clock(loop)
     finally:
         loop.close()
+
+
+# -- handle.postpone(): move a pending timer (issue 16, point 8) -----------------------
+
+
+def test_handle_postpone_moves_a_pending_callback() -> None:
+    async def main() -> list[tuple[str, float]]:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        log: list[tuple[str, float]] = []
+        h = tw.call_later(1.0, lambda: log.append(("idle", loop.time() - t0)))
+        for _ in range(5):  # a message every 0.6 s keeps the connection alive
+            await asyncio.sleep(0.6)
+            assert h.postpone(1.0) is True
+            assert h.when() == pytest.approx(loop.time() + 1.0, abs=0.001)
+            assert not h.cancelled()
+        await asyncio.sleep(2)
+        assert h.postpone(1.0) is False  # already ran
+        return log
+
+    ((name, at),) = run(main())
+    assert name == "idle" and 4.0 <= at <= 4.001  # 5 x 0.6 s, then 1 s
+
+
+def test_handle_postpone_sooner_rearms_the_loop_handle() -> None:
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        fired = loop.create_future()
+        h = tw.call_later(100.0, lambda: fired.set_result(loop.time()))
+        t0 = loop.time()
+        assert h.postpone(0.25) is True
+        return await fired, t0
+
+    at, t0 = run(main())
+    assert 0.25 <= at - t0 <= 0.251
+
+
+def test_handle_postpone_nonpositive_runs_next_iteration() -> None:
+    async def main() -> list[str]:
+        log: list[str] = []
+        h = tw.call_later(100.0, log.append, "ran")
+        assert h.postpone(-5) is True
+        await spin(2)
+        return log
+
+    assert run(main()) == ["ran"]
+
+
+def test_handle_postpone_after_cancel_and_bad_delays() -> None:
+    async def main() -> None:
+        wheel = tw.get_wheel()
+        h = wheel.call_later(10.0, print)
+        when = h.when()
+        for bad in ("1", None, [1]):
+            with pytest.raises(TypeError, match="delay must be a number of seconds"):
+                h.postpone(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="delay must not be NaN"):
+            h.postpone(float("nan"))
+        assert h.when() == when and len(wheel) == 1  # left in place
+        assert h.postpone(float("inf")) is True  # clamped, like call_later
+        assert 1e9 < h.when() < float("inf")
+        assert h.cancel() is True
+        assert h.postpone(1.0) is False and h.cancelled()
+        assert len(wheel) == 0
+
+    run(main())
+
+
+def test_timeout_postpone_moves_the_deadline() -> None:
+    async def main() -> tuple[bool, float]:
+        loop = asyncio.get_running_loop()
+        cm = tw.timeout(1.0)
+        with pytest.raises(RuntimeError, match="has not been entered"):
+            cm.postpone(1.0)
+        t0 = loop.time()
+        with pytest.raises(TimeoutError):
+            async with cm:
+                for _ in range(3):
+                    await asyncio.sleep(0.5)
+                    assert cm.postpone(1.0) is True
+                    assert cm.when() == loop.time() + 1.0
+                await asyncio.sleep(10)
+        return cm.expired(), loop.time() - t0
+
+    expired, took = run(main())
+    assert expired and 2.5 <= took <= 2.501

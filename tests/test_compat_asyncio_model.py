@@ -10,6 +10,8 @@ ids):
   and infinite/enormous ones (clamped, so they never come due here);
 * ``cancel()`` of pending, already-run and already-cancelled handles, whose
   return value must be what the reference says;
+* ``postpone()`` of any handle: a pending one moves to its new deadline (as
+  a new ``call_later`` would), others return False and stay as they are;
 * advancing the clock by 0, a few nanoseconds, milliseconds or a day, either
   in one jump (the loop wakes late) or stepping through every due bucket (the
   loop wakes on time);
@@ -269,6 +271,17 @@ def make_machine(
         def cancel_handle(self, rec: Rec) -> None:
             self.cancel(rec, "rule")
             assert rec.handle.cancelled() is rec.cancelled
+
+        @rule(rec=handles, delay=DELAYS)
+        def postpone_handle(self, rec: Rec, delay: float) -> None:
+            # Moves a pending handle to `delay` from now, like a new call_later.
+            now = self.loop.now_ns
+            expect = rec.hid in self.ref.pending
+            got = rec.handle.postpone(delay)
+            assert got is expect, (rec.hid, got)
+            if expect:
+                rec.delay, rec.added_ns = delay, now
+                rec.expiration_ms = self.ref.add(rec.hid, delay, now)
 
         @rule(step_ns=ADVANCES_NS, on_time=st.booleans())
         def advance(self, step_ns: int, on_time: bool) -> None:

@@ -9,6 +9,7 @@ tickwheel-only tests drive a SystemTimer by hand on a fake clock.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -189,6 +190,46 @@ class TestTimerContract:
         assert fired and fired[0] - start >= 0.05
 
 
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
+def test_timer_base_exception_goes_to_excepthook(
+    TimerClass: Any,  # noqa: N803
+    monkeypatch: pytest.MonkeyPatch,
+    exc_type: type[BaseException],
+) -> None:
+    # threading hands every exception that ends the thread to excepthook.
+    hooked: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", hooked.append)
+
+    def leave() -> None:
+        raise exc_type(3)
+
+    t = TimerClass(0.0, leave)
+    t.start()
+    t.join(5)
+    assert [(h.exc_type, h.thread) for h in hooked] == [(exc_type, t)]
+    assert not t.is_alive() and not t.finished.is_set()
+    fired = threading.Event()
+    after = TimerClass(0.0, fired.set)
+    after.start()
+    assert fired.wait(5)
+    after.join(5)
+
+
+def test_timer_sys_exit_in_function_is_quiet(
+    TimerClass: Any,  # noqa: N803
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # threading's default excepthook ignores SystemExit: nothing is printed.
+    monkeypatch.setattr(threading, "excepthook", threading.__excepthook__)
+    t = TimerClass(0.0, sys.exit, [3])
+    t.start()
+    t.join(5)
+    assert not t.is_alive()
+    assert capsys.readouterr().err == "" and caplog.records == []
+
+
 # -- tickwheel only ----------------------------------------------------------------
 
 
@@ -217,7 +258,9 @@ def test_timer_fake_clock_fires_at_interval_not_before(
     t = Timer(0.5, calls, timer=timer)
     t.start()
     clock.ns += 499_000_000
-    assert timer.advance_clock(0) is False
+    # A bucket falls due and cascades (advance_clock says True, as Kafka's),
+    # but nothing runs before the interval.
+    timer.advance_clock(0)
     assert calls.calls == [] and t.is_alive()
     clock.ns += 1_000_000
     assert timer.advance_clock(0) is True

@@ -794,9 +794,19 @@ def test_purgatory_bad_constructor_arguments(kwargs, exc, match, no_thread_leak)
         DelayedOperationPurgatory(**args)
 
 
-def test_purgatory_reaper_false_with_given_timer_is_rejected(kit):
-    with pytest.raises(ValueError, match="reaper=False applies only"):
-        DelayedOperationPurgatory("p", kit.MockTimer(), reaper=False)
+def test_purgatory_reaper_false_with_given_timer_caller_drives_it(kit, no_thread_leak):
+    """Kafka's DelayedOperationTest setup (a mock timer, reaper disabled) is
+    accepted: no thread is started, and advance_clock expires operations."""
+    before = threading.active_count()
+    p = DelayedOperationPurgatory("p", kit.MockTimer(), reaper=False)
+    assert threading.active_count() == before
+    op = kit.Op(20)
+    assert p.try_complete_else_watch(op, ["k"]) is False
+    assert p.advance_clock(19) is False and not op.completed
+    assert p.advance_clock(1) is True
+    assert op.expired and op.expire_calls == 1 and p.delayed == 0
+    p.shutdown()
+    assert p.timer.closed is False  # a given timer is the caller's to close
 
 
 def test_delayed_operation_bad_arguments(kit):

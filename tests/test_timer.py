@@ -866,3 +866,256 @@ def test_close_cancels_batches_the_busy_worker_had_not_run(
         if closer.is_alive():
             closer.join()
         timer.close()
+
+
+# -- advance_clock's return (Kafka: True when a due bucket was processed) -------
+
+
+def test_system_advance_clock_true_after_a_cascade_only_poll(timers, fake_clock):
+    """A due overflow bucket whose task only moves down a level still counts
+    as processed (Kafka's advanceClock).  It used to return False."""
+    timer = timers.SystemTimer(
+        "t", 1, 3, reaper=False, executor="inline", clock=fake_clock
+    )
+    ran = []
+    try:
+        timer.schedule(10, ran.append, "x")  # level 2 (9 ms slots): slot 1008
+        assert timer.next_expiration_ms == 1008
+        fake_clock.advance_ms(8)
+        assert timer.advance_clock(0) is True  # cascaded to level 0, not run
+        assert ran == [] and timer.next_expiration_ms == 1010 and len(timer) == 1
+        assert timer.advance_clock(0) is False  # nothing due at 1008
+        fake_clock.advance_ms(2)
+        assert timer.advance_clock(0) is True and ran == ["x"]
+        timer._check()
+    finally:
+        timer.close()
+
+
+def test_system_advance_clock_true_after_the_worker_processed_a_bucket(
+    timers, fake_clock, no_thread_leak
+):
+    """With the default executor the worker also polls (after a batch).  A due
+    bucket it processed between two advance_clock calls still counts for the
+    caller: True once, then False.  It returned False, so Kafka's drain loop
+    stopped with the cascaded tasks pending (seen in CI, 3 of 200 runs)."""
+    timer = timers.SystemTimer("t", 1, 3, reaper=False, clock=fake_clock)
+    ran = threading.Event()
+    try:
+        timer.schedule(10, ran.set)  # level 2 (9 ms slots): slot 1008
+        fake_clock.advance_ms(8)
+        timer._expire_due()  # the worker's poll: cascade only, nothing runs
+        assert timer.next_expiration_ms == 1010 and not ran.is_set()
+        assert timer.advance_clock(0) is True  # processed since the last call
+        assert timer.advance_clock(0) is False  # and only once
+        fake_clock.advance_ms(2)
+        assert timer.advance_clock(0) is True
+        assert ran.wait(10)
+    finally:
+        timer.close()
+
+
+def test_system_kafka_drain_loop_runs_every_task(timers, fake_clock):
+    """Kafka's drain loop, ``while advance_clock(...)``, with the wait for the
+    next due bucket done by moving the fake clock there: every one of the 585
+    tasks of TimerTest.testTaskExpiration runs.  It stopped at the first
+    bucket that only cascaded, with most tasks never run."""
+    timer = timers.SystemTimer(
+        "t", 1, 3, reaper=False, executor="inline", clock=fake_clock
+    )
+    ran = []
+    delays = [*range(5), *(d for d in range(10, 100) for _ in (0, 1))]
+    delays += range(100, 500)
+    try:
+        for d in delays:
+            timer.schedule(d, ran.append, d)
+
+        def advance() -> bool:
+            nxt = timer.next_expiration_ms
+            if nxt is not None and nxt > timer.now_ms:
+                fake_clock.ns = nxt * 1_000_000
+            return bool(timer.advance_clock(0))
+
+        while advance():
+            pass
+        assert len(delays) == 585
+        assert sorted(ran) == sorted(delays) and len(timer) == 0
+    finally:
+        timer.close()
+
+
+# -- pool executors: one submit per task ------------------------------------------
+
+
+def test_system_pool_runs_one_buckets_blocking_tasks_concurrently(
+    timers, fake_clock, no_thread_leak
+):
+    """Four tasks due in the same millisecond, each waiting for the other
+    three at a barrier: they can only pass it if the pool runs them at once,
+    on four threads.  They used to run one after another on one pool thread
+    (the barrier then breaks after its timeout)."""
+    barrier = threading.Barrier(4, timeout=10)
+    errors: list[BaseException] = []
+    names: list[str] = []
+    done = threading.Semaphore(0)
+
+    def meet() -> None:
+        barrier.wait()
+        names.append(threading.current_thread().name)
+        done.release()
+
+    with concurrent.futures.ThreadPoolExecutor(4, "pool") as pool:
+        timer = timers.SystemTimer(
+            reaper=False,
+            executor=pool,
+            clock=fake_clock,
+            on_error=lambda task, exc: (errors.append(exc), done.release()),
+        )
+        try:
+            tasks = [timer.schedule(5, meet) for _ in range(4)]
+            fake_clock.advance_ms(5)
+            assert timer.advance_clock(0) is True
+            for _ in range(4):
+                assert done.acquire(timeout=30)
+        finally:
+            timer.close()
+    assert errors == []
+    assert len(set(names)) == 4 and all(n.startswith("pool") for n in names)
+    assert all(task.done for task in tasks) and len(timer) == 0
+
+
+def test_system_pool_runs_each_task_once_or_cancels_it(
+    timers, fake_clock, no_thread_leak
+):
+    """Per-task submits with cancels racing them from another thread: every
+    task either ran exactly once or was cancelled (and then never ran)."""
+    import random
+
+    rnd = random.Random(16)
+    runs: collections.Counter[int] = collections.Counter()
+    lock = threading.Lock()
+
+    def hit(i: int) -> None:
+        with lock:
+            runs[i] += 1
+
+    # The timer has no thread of its own (reaper=False, a pool); it is closed
+    # only once the pool has run everything (close() cancels what is left).
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        timer = timers.SystemTimer(reaper=False, executor=pool, clock=fake_clock)
+        tasks = [timer.schedule(rnd.randint(0, 60), hit, i) for i in range(3000)]
+        victims = rnd.sample(tasks, 1000)
+        cancelled: list[bool] = []
+        canceller = threading.Thread(
+            target=lambda: cancelled.extend(t.cancel() for t in victims)
+        )
+        canceller.start()
+        for _ in range(61):
+            fake_clock.advance_ms(1)
+            timer.advance_clock(0)
+        canceller.join()
+    timer.close()
+    assert sum(cancelled) == sum(t.cancelled for t in tasks) > 0
+    for i, task in enumerate(tasks):
+        assert runs[i] == (0 if task.cancelled else 1), (i, task)
+        assert task.cancelled or task.done
+    assert len(timer) == 0
+
+
+def test_system_pool_close_cancels_submitted_tasks_not_started(
+    timers, fake_clock, no_thread_leak
+):
+    """Tasks submitted to a busy pool when the timer closes are cancelled
+    when their turn comes, as documented for close()."""
+    release = threading.Event()
+    started = threading.Event()
+    ran: list[int] = []
+
+    def block() -> None:
+        started.set()
+        release.wait(30)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        timer = timers.SystemTimer(reaper=False, executor=pool, clock=fake_clock)
+        first = timer.schedule(1, block)
+        rest = [timer.schedule(1, ran.append, i) for i in range(3)]
+        fake_clock.advance_ms(1)
+        assert timer.advance_clock(0) is True
+        assert started.wait(30)
+        timer.close()
+        release.set()
+    assert first.done and ran == []
+    assert all(task.cancelled for task in rest) and len(timer) == 0
+
+
+@pytest.mark.parametrize(
+    "threads, accepts, ran, refused",
+    [
+        (8, 2, [0, 1], 3),  # a submit per task: the ones not taken are cancelled
+        (2, 1, [0, 1, 2, 3, 4], 0),  # runners: the one taken runs every task
+        (2, 0, [], 5),  # no runner taken: all cancelled
+    ],
+)
+def test_system_pool_refusing_mid_batch_cancels_and_logs_the_rest(
+    timers, fake_clock, no_thread_leak, caplog, threads, accepts, ran, refused
+):
+    """An executor that shuts down half-way through a bucket: the tasks it
+    took still run (with fewer pool threads than tasks, a runner it took runs
+    them all); the others are cancelled and counted in the log."""
+
+    class Refusing(concurrent.futures.ThreadPoolExecutor):
+        accepted = 0
+
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if self.accepted == accepts:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self.accepted += 1
+            return super().submit(fn, *args, **kwargs)
+
+    got: list[int] = []
+    with Refusing(threads) as pool:
+        timer = timers.SystemTimer(reaper=False, executor=pool, clock=fake_clock)
+        tasks = [timer.schedule(1, got.append, i) for i in range(5)]
+        fake_clock.advance_ms(1)
+        with caplog.at_level(logging.ERROR, logger="tickwheel"):
+            assert timer.advance_clock(0) is True
+    timer.close()
+    assert sorted(got) == ran
+    assert [t.done for t in tasks] == [i in ran for i in range(5)]
+    assert sum(t.cancelled for t in tasks) == refused and len(timer) == 0
+    assert (f"refused {refused} due task(s)" in caplog.text) == bool(refused)
+
+
+def test_system_small_pool_runs_a_big_buckets_blocking_tasks_concurrently(
+    timers, fake_clock, no_thread_leak
+):
+    """Eight tasks due together on a pool of four: they meet four at a time
+    at a Barrier(4), twice, so four pool threads run them at once (the
+    runners take the bucket's tasks in turn, not one runner all of them)."""
+    barrier = threading.Barrier(4, timeout=10)
+    errors: list[BaseException] = []
+    names: set[str] = set()
+    done = threading.Semaphore(0)
+
+    def meet() -> None:
+        barrier.wait()
+        names.add(threading.current_thread().name)
+        done.release()
+
+    with concurrent.futures.ThreadPoolExecutor(4, "pool") as pool:
+        timer = timers.SystemTimer(
+            reaper=False,
+            executor=pool,
+            clock=fake_clock,
+            on_error=lambda task, exc: (errors.append(exc), done.release()),
+        )
+        try:
+            tasks = [timer.schedule(5, meet) for _ in range(8)]
+            fake_clock.advance_ms(5)
+            assert timer.advance_clock(0) is True
+            for _ in range(8):
+                assert done.acquire(timeout=30)
+        finally:
+            timer.close()
+    assert errors == [] and len(names) == 4
+    assert all(task.done for task in tasks) and len(timer) == 0

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from . import USE_EXTENSIONS, __version__
 from .timer import SystemTimer
@@ -104,33 +104,73 @@ def run_demo(timers: int, max_delay_ms: int, cancel_share: float, seed: int) -> 
     return 0 if ok else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``tickwheel`` command."""
-    parser = argparse.ArgumentParser(
-        prog="tickwheel", description=__doc__.splitlines()[0]
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``tickwheel replay: <what>; see --help``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+_HELP = argparse.RawDescriptionHelpFormatter
+
+
+def build_parsers() -> dict[str, argparse.ArgumentParser]:
+    """The parsers of ``tickwheel`` (key ``""``) and of each command."""
+    parser = _Parser(
+        prog="tickwheel",
+        description="tickwheel: Kafka's hierarchical timing wheel and purgatory. "
+        "Commands: demo (a SystemTimer smoke run), replay (event-time replay "
+        "of produce logs on Spark), gen-trace (a synthetic produce log).",
     )
     parser.add_argument(
         "--version", action="version", version=f"tickwheel {__version__}"
     )
-    sub = parser.add_subparsers(dest="command")
-    demo = sub.add_parser("demo", help="schedule timers on a SystemTimer and report")
-    demo.add_argument("--timers", type=int, default=5_000, help="how many timers")
-    demo.add_argument(
-        "--max-delay-ms", type=int, default=1_000, help="delays are 1..this"
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    demo = sub.add_parser(
+        "demo",
+        help="schedule timers on a SystemTimer and report (the default command)",
+        description="Schedule timers on a real SystemTimer, cancel some, and "
+        "report lateness and anything lost, duplicated or early (exit 1 if any).",
     )
-    demo.add_argument("--cancel-share", type=float, default=0.2, help="share to cancel")
-    demo.add_argument("--seed", type=int, default=1)
-    _add_spark_commands(sub)
+    demo.add_argument(
+        "--timers", type=int, default=5_000, help="how many timers (default: 5000)"
+    )
+    demo.add_argument(
+        "--max-delay-ms",
+        type=int,
+        default=1_000,
+        help="delays are drawn from 1..this (default: 1000)",
+    )
+    demo.add_argument(
+        "--cancel-share",
+        type=float,
+        default=0.2,
+        help="share of the timers to cancel (default: 0.2)",
+    )
+    demo.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    replay = _add_spark_commands(sub)
+    return {
+        "": parser,
+        "demo": demo,
+        "replay": replay,
+        "gen-trace": sub.choices["gen-trace"],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tickwheel`` command."""
+    parsers = build_parsers()
+    parser, demo, replay = parsers[""], parsers["demo"], parsers["replay"]
     args = parser.parse_args(argv)
     if args.command == "replay":
-        return _run_replay(parser, args)
+        return _run_replay(replay, args)
     if args.command == "gen-trace":
         return _run_gen_trace(parser, args)
     if args.command in (None, "demo"):
         if args.command is None:
             args = demo.parse_args([])
         if args.timers < 1 or args.max_delay_ms < 1 or not 0 <= args.cancel_share <= 1:
-            parser.error(
+            demo.error(
                 "--timers and --max-delay-ms must be >= 1, --cancel-share in [0, 1]"
             )
         return run_demo(args.timers, args.max_delay_ms, args.cancel_share, args.seed)
@@ -138,72 +178,164 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def _add_spark_commands(sub: Any) -> None:
-    replay = sub.add_parser(
+_REPLAY_DESCRIPTION = """\
+Replay INPUT, a log of produce and follower-fetch events, through tickwheel's
+purgatory in event time on Spark, and write to OUTPUT: outcomes/,
+purgatory_size/, rejected/ (Parquet), summary.json, latency_cdf.png,
+purgatory_size.png, and _SUCCESS (the list of what the run wrote).
+
+INPUT: Parquet (a file or a directory), CSV with a header, or JSON lines;
+the format comes from the suffix or --format.  Columns are matched by name
+(any order; extra columns are ignored):
+  ts_ms            int64   event time (ms)
+  partition        string  topic-partition
+  kind             string  produce or fetch
+  request_id       int64   produce: unique id (empty for fetch)
+  required_offset  int64   produce: leader's log end offset after the append
+  timeout_ms       int64   produce: the request's timeout
+  replica          int32   fetch: follower id (empty for produce)
+  fetch_offset     int64   fetch: follower's log end offset after the fetch
+A row that does not parse or fails a check goes to rejected/ with a reason.
+
+OUTPUT must be new or empty; --overwrite replaces only what an earlier run
+listed in its _SUCCESS.  Results are written beside OUTPUT first and moved
+into place at the end, so a killed run leaves OUTPUT as it was.
+
+Exit codes: 0 done, no row rejected; 1 done, some rows rejected (see
+rejected/); 2 error (one line on stderr; --verbose for the details).
+
+Examples:
+  tickwheel replay --demo out/
+  tickwheel replay events/ out/ --timeout-ms 30000,5000,1000
+  tickwheel replay events.csv out/ --replica-lag-max-ms 10000
+"""
+
+
+def _add_spark_commands(sub: Any) -> argparse.ArgumentParser:
+    replay = _add_replay(sub)
+    _add_gen_trace(sub)
+    return replay
+
+
+def _add_replay(sub: Any) -> argparse.ArgumentParser:
+    replay: argparse.ArgumentParser = sub.add_parser(
         "replay",
         help="replay a produce/fetch event log through the purgatory on Spark",
-        description="Replay INPUT (events: Parquet, CSV or JSON lines) in event time "
-        "and write outcomes/, purgatory_size/, rejected/, summary.json and plots to "
-        "OUTPUT.  Exit code 0: no row rejected; 1: some rows rejected; 2: error.",
+        description=_REPLAY_DESCRIPTION,
+        formatter_class=_HELP,
     )
     replay.add_argument("input", nargs="?", help="events (omit with --demo)")
-    replay.add_argument("output", nargs="?", help="output directory")
+    replay.add_argument("output", nargs="?", help="output directory or URL")
     replay.add_argument(
         "--demo",
         metavar="OUTPUT",
-        help="generate a trace into OUTPUT/input and replay it into OUTPUT",
+        help="generate a trace into OUTPUT/input (reused if there) and replay it "
+        "into OUTPUT; run again, it replaces its own earlier results "
+        "(default: replay INPUT into OUTPUT)",
     )
-    replay.add_argument("--master", default="local[*]", help="Spark master URL")
+    replay.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run's results in OUTPUT (only the files its "
+        "_SUCCESS lists; other files are kept) (default: refuse a non-empty OUTPUT)",
+    )
+    replay.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master: local[N], spark://HOST:PORT, yarn, k8s://... "
+        "(default: local[*])",
+    )
     replay.add_argument(
         "--timeout-ms",
         type=_int_list,
         default=None,
-        help="comma-separated timeouts to sweep in one pass "
+        metavar="MS[,MS...]",
+        help="comma-separated timeouts to sweep in one pass, e.g. 30000,5000 "
         "(default: each request's own timeout_ms)",
     )
     replay.add_argument(
         "--replica-lag-max-ms",
-        type=int,
+        type=_positive_int,
         default=None,
-        help="ISR dynamics: a follower behind the leader this long "
-        "leaves the ISR until it catches up (default: fixed ISR)",
+        metavar="MS",
+        help="ISR dynamics: a follower behind the leader this long leaves the "
+        "ISR until it catches up (default: fixed ISR)",
     )
     replay.add_argument(
         "--format",
         choices=["parquet", "csv", "json"],
         default=None,
-        help="input format (default: from the path)",
+        help="input format (default: from the suffix; a directory: its files' "
+        "suffix, else Parquet)",
     )
     replay.add_argument(
-        "--requests", type=int, default=200_000, help="--demo: requests to generate"
+        "--requests",
+        type=_positive_int,
+        default=200_000,
+        help="--demo: requests to generate (default: 200000)",
     )
     replay.add_argument(
-        "--partitions", type=int, default=32, help="--demo: partitions to generate"
+        "--partitions",
+        type=_positive_int,
+        default=32,
+        help="--demo: partitions to generate (default: 32)",
     )
-    replay.add_argument("--ui", action="store_true", help="start the Spark web UI")
+    _add_replay_options(replay)
+    return replay
+
+
+def _add_replay_options(replay: argparse.ArgumentParser) -> None:
+    """The options about Spark and the console (see :func:`_add_replay`)."""
+    replay.add_argument(
+        "--ui", action="store_true", help="start the Spark web UI (default: off)"
+    )
     replay.add_argument(
         "--conf",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a Spark setting (repeatable), e.g. spark.archives=env.tar.gz#environment",
+        help="a Spark setting (repeatable), e.g. spark.driver.memory=4g "
+        "(default: none)",
     )
-    replay.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    replay.add_argument(
+        "--no-plots", action="store_true", help="skip the PNG plots (default: plot)"
+    )
+    replay.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show Spark's own log and, on an error, the traceback (default: off)",
+    )
+
+
+def _add_gen_trace(sub: Any) -> None:
     gen = sub.add_parser(
         "gen-trace",
         help="write a synthetic produce/fetch trace (Parquet)",
-        description="Poisson produce arrivals per partition, followers fetching "
-        "with log-normal delays, a few slow followers with stalls.",
+        description="Write a synthetic produce/fetch trace as a Parquet dataset: "
+        "Poisson produce arrivals per partition, followers fetching with "
+        "log-normal delays, a few slow followers with stalls.  OUTPUT must be "
+        "new or empty.",
     )
     gen.add_argument("output", help="output directory (Parquet dataset)")
-    gen.add_argument("--requests", type=int, required=True)
-    gen.add_argument("--partitions", type=int, required=True)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument(
+        "--requests",
+        type=_positive_int,
+        default=200_000,
+        help="produce requests to generate (default: 200000)",
+    )
+    gen.add_argument(
+        "--partitions",
+        type=_positive_int,
+        default=32,
+        help="topic-partitions to spread them over (default: 32)",
+    )
+    gen.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     gen.add_argument(
         "--malformed",
-        type=int,
+        type=_non_negative_int,
         default=0,
-        help="also write this many malformed rows (to see rejected/)",
+        help="also write this many malformed rows, to see rejected/ (default: 0)",
     )
 
 
@@ -211,25 +343,38 @@ def _conf_pairs(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, 
     conf = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             parser.error(f"--conf expects KEY=VALUE, got {item!r}")
         conf[key.strip()] = value
     return conf
 
 
 def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
+    """``30000,5000``: non-negative ints, no empty or repeated items."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(p.isdigit() for p in parts):
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+            f"expected comma-separated whole milliseconds like 30000,5000, got {text!r}"
+        )
+    values = [int(p) for p in parts]
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"a timeout appears twice in {text!r}")
     return values
 
 
-def _spark_import_error(parser: argparse.ArgumentParser, exc: ImportError) -> int:
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _spark_import_error(exc: ImportError) -> int:
     print(
         f"tickwheel: this command needs the [spark] extra ({exc}); "
         "install it with: pip install 'tickwheel[spark]'",
@@ -239,12 +384,10 @@ def _spark_import_error(parser: argparse.ArgumentParser, exc: ImportError) -> in
 
 
 def _run_gen_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    if args.requests < 1 or args.partitions < 1 or args.malformed < 0:
-        parser.error("--requests and --partitions must be >= 1, --malformed >= 0")
     try:
         from .spark.trace import write_trace
     except ImportError as exc:
-        return _spark_import_error(parser, exc)
+        return _spark_import_error(exc)
     start = time.perf_counter()
     try:
         table = write_trace(
@@ -265,37 +408,69 @@ def _run_gen_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     return 0
 
 
-def _run_replay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _replay_paths(
+    replay: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[str, str]:
     import os
 
     if args.demo:
         if args.input or args.output:
-            parser.error("replay --demo OUTPUT takes no INPUT/OUTPUT arguments")
-        output = args.demo
-        input_path = os.path.join(output, "input")
-    else:
-        if not (args.input and args.output):
-            parser.error("replay needs INPUT and OUTPUT (or --demo OUTPUT)")
-        input_path, output = args.input, args.output
+            replay.error("--demo OUTPUT takes no INPUT/OUTPUT arguments")
+        return os.path.join(args.demo, "input"), args.demo
+    if not (args.input and args.output):
+        replay.print_usage(sys.stderr)
+        replay.error("needs INPUT and OUTPUT (or --demo OUTPUT)")
+    return args.input, args.output
+
+
+def _demo_trace(
+    args: argparse.Namespace, input_path: str, output: str, overwrite: bool
+) -> None:
+    """--demo: check OUTPUT, Spark's needs, then write the trace (via staging)."""
+    import os
+
+    from .spark import validate
+    from .spark.commit import staging_path
+    from .spark.trace import write_trace
+
+    validate.check_output(output, overwrite, keep=("input",))
+    validate.check_master(args.master)
+    validate.check_java()
+
+    if os.path.exists(input_path):
+        print(f"[demo] reusing the trace in {input_path}")
+        return
+    start = time.perf_counter()
+    tmp = os.path.join(staging_path(output), "input")
+    table = write_trace(tmp, args.requests, args.partitions, seed=1)
+    os.makedirs(output, exist_ok=True)
+    os.rename(tmp, input_path)
+    print(
+        f"[demo] wrote {table.num_rows:,} events ({args.requests:,} requests, "
+        f"{args.partitions} partitions) to {input_path} in "
+        f"{time.perf_counter() - start:.1f} s"
+    )
+
+
+def _run_replay(replay: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    input_path, output = _replay_paths(replay, args)
+    conf = _conf_pairs(replay, args.conf)
     try:
+        from .spark import validate
+        from .spark._console import spark_console
         from .spark.job import run_replay
-        from .spark.trace import write_trace
     except ImportError as exc:
-        return _spark_import_error(parser, exc)
+        return _spark_import_error(exc)
+    keep = ("input",) if args.demo else ()
+    overwrite = args.overwrite or bool(
+        args.demo and validate.read_manifest(output) is not None
+    )
+    console = None
     try:
         if args.demo:
-            if os.path.exists(input_path):
-                print(f"[demo] reusing the trace in {input_path}")
-            else:
-                start = time.perf_counter()
-                table = write_trace(input_path, args.requests, args.partitions, seed=1)
-                print(
-                    f"[demo] wrote {table.num_rows:,} events "
-                    f"({args.requests:,} requests, "
-                    f"{args.partitions} partitions) to {input_path} in "
-                    f"{time.perf_counter() - start:.1f} s"
-                )
-        return run_replay(
+            _demo_trace(args, input_path, output, overwrite)
+        console = spark_console(args.verbose, conf)
+        code = run_replay(
             input_path,
             output,
             master=args.master,
@@ -303,12 +478,76 @@ def _run_replay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             replica_lag_max_ms=args.replica_lag_max_ms,
             fmt=args.format,
             ui=args.ui,
-            conf=_conf_pairs(parser, args.conf),
+            conf=conf,
             plots=not args.no_plots,
+            overwrite=overwrite,
+            keep=keep,
+            console=console,
         )
-    except (FileNotFoundError, ValueError, TypeError) as exc:
-        print(f"tickwheel replay: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("tickwheel replay: interrupted; OUTPUT is unchanged", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every error is one line (--verbose: traceback)
+        _report(exc, args.verbose, console)
         return 2
+    if console is not None:
+        console.close(keep_log=False)
+    return code
+
+
+def _report(exc: Exception, verbose: bool, console: Any) -> None:
+    """One line for an error; the traceback only with --verbose."""
+    from .spark.validate import ReplayUsageError
+
+    if verbose:
+        import traceback
+
+        traceback.print_exc()
+    log = _spark_log(console)
+    if isinstance(exc, (ReplayUsageError, ValueError, TypeError, FileExistsError)):
+        message = str(exc)
+    else:
+        gist = _first_line(exc)
+        cause = _log_error(log) if log else None
+        if "JAVA_GATEWAY_EXITED" in gist:
+            message = f"Spark did not start: {cause or gist}"
+        else:
+            message = f"the job failed: {gist}"
+        if log:
+            message += f" (Spark's log: {log})"
+        elif not verbose:
+            message += " (--verbose shows the traceback)"
+    if console is not None:
+        console.close(keep_log=bool(log))
+    print(f"tickwheel replay: {message}", file=sys.stderr)
+
+
+def _spark_log(console: Any) -> str | None:
+    """The Spark log of this run if it holds anything."""
+    import os
+
+    log = getattr(console, "log_path", None)
+    return log if log and os.path.exists(log) and os.path.getsize(log) else None
+
+
+def _log_error(log: str) -> str | None:
+    """The first line of Spark's log that names an error (what the JVM said)."""
+    import re
+
+    with open(log, errors="replace") as fh:
+        for line in fh:
+            if re.search(r"Exception|Error|Invalid|invalid", line):
+                return line.strip()[:300]
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The gist of an exception; for a Java error, the Java exception's own line."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    return first if len(first) <= 300 else first[:297] + "..."
 
 
 if __name__ == "__main__":

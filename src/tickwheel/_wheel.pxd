@@ -39,6 +39,9 @@ cimport cython
 @cython.no_gc
 cdef class TaskCounter:
     cdef public Py_ssize_t value
+    # weakref.ref to the TimerCore that made it (None otherwise), so that
+    # TimerTask.postpone() finds a pending task's timer through its bucket.
+    cdef object _owner
 
 
 @cython.no_gc
@@ -113,6 +116,7 @@ cdef class TimingWheel:
 
 
 cdef class TimerCore:
+    cdef object __weakref__
     cdef object _clock
     cdef bint _fast_clock
     cdef bint _manual

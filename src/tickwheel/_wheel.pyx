@@ -17,6 +17,7 @@ from libc.stdlib cimport free, malloc
 import numbers
 import operator
 import time
+import weakref
 from functools import partial
 
 __all__ = [
@@ -61,6 +62,36 @@ cdef object _monotonic_ns = time.monotonic_ns
 cdef object _index = operator.index
 cdef object _partial = partial
 cdef object _Real = numbers.Real
+cdef object _weakref = weakref.ref
+
+
+cdef extern from *:
+    """
+    /* The referent of a weakref.ref as a new reference, or NULL if it is
+       dead (never with an exception set). */
+    static inline PyObject *tw_weakref_get(PyObject *ref) {
+    #if PY_VERSION_HEX >= 0x030D0000
+        PyObject *obj = NULL;
+        if (PyWeakref_GetRef(ref, &obj) < 0) {
+            PyErr_Clear();
+            return NULL;
+        }
+        return obj;
+    #else
+        PyObject *obj = PyWeakref_GetObject(ref);
+        if (obj == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (obj == Py_None) {
+            return NULL;
+        }
+        Py_INCREF(obj);
+        return obj;
+    #endif
+    }
+    """
+    PyObject *tw_weakref_get(PyObject *ref) noexcept
 
 # CPython details behind one shim (src/tickwheel/_compat.h, version-guarded;
 # docs/design.md "CPython internals" has the measurements that keep them).
@@ -360,7 +391,8 @@ cdef class TimerTask(TimerTaskEntry):
         >>> TimerTask(5, print).cancel()   # never added: nothing to cancel
         False
 
-        :return: True iff the task was pending and now never runs
+        :return: True iff the task was pending (or linked in a bucket by
+            TimerTaskList.add) and now never runs
         """
         cdef TimerTaskList bucket = self._list
         if self._state == PENDING:
@@ -370,10 +402,79 @@ cdef class TimerTask(TimerTaskEntry):
             if bucket is not None:
                 bucket._counter.value -= 1
             self._list = None
+        elif self._state == IDLE and self._next is not NULL and bucket is not None:
+            # Linked by hand with TimerTaskList.add (Kafka's TimerTaskListTest):
+            # off the common path, which tests PENDING first.
+            bucket._unlink(self)
         else:
             return False
         self._state = CANCELLED
         _release(self)
+        return True
+
+    # METH_O, like cancel(): no CyFunction vectorcall adapter per call.
+    @cython.binding(False)
+    @cython.embedsignature(True)
+    @cython.embedsignature.format("clinic")
+    def postpone(self, delay_ms):
+        """Move this pending task to run ``delay_ms`` from now (later or sooner).
+
+        The same as ``task.delay_ms = delay_ms`` then ``timer.add(task)`` on
+        the timer it is pending in, in one call: what a heartbeat or an idle
+        timeout does on every message.  A task that was due but has not
+        started yet is taken back.  If the timer refuses the new deadline,
+        the task stays where it was.
+
+        Runtime complexity: O(levels) (an O(1) unlink, then the add).
+
+        >>> core = TimerCore(manual=True)
+        >>> task = TimerTask(100, print, "late")
+        >>> core.add(task)
+        >>> task.postpone(250), task.expiration_ms, len(core)
+        (True, 250, 1)
+        >>> task.cancel(), task.postpone(10)
+        (True, False)
+
+        :param delay_ms: the new delay in milliseconds (int or float)
+        :return: True if the task was pending and now runs ``delay_ms`` from
+            now; False if it already started, ran or was cancelled (it is
+            left alone: schedule a new task)
+        :raises RuntimeError: if the task was never added to a timer, or its
+            timer is gone or closed
+        :raises TypeError: if ``delay_ms`` is not a number
+        :raises ValueError: if ``delay_ms`` is NaN or infinite
+        :raises OverflowError: if the deadline is out of the clock's range
+        """
+        cdef TimerTaskList bucket
+        cdef TimerCore core
+        cdef double old_delay
+        cdef unsigned char old_is_int
+        cdef int64_t delay_ns
+        if self._state != PENDING and self._state != EXPIRED:
+            if self._state == IDLE:
+                raise RuntimeError(
+                    f"{self!r} was never added to a timer; add it with timer.add(task)"
+                )
+            return False
+        bucket = self._list
+        cdef PyObject *owner = NULL
+        if bucket is not None and bucket._counter._owner is not None:
+            owner = tw_weakref_get(<PyObject *>bucket._counter._owner)
+        if owner is NULL:
+            raise RuntimeError(f"{self!r} is not pending in a live timer")
+        core = <TimerCore>owner
+        TW_DECREF(owner)  # `core` holds its own reference now
+        old_delay = self._delay_ms
+        old_is_int = self._delay_is_int
+        delay_ns = _delay_to_ns(delay_ms, self)
+        try:
+            wake = core._add(self, delay_ns)
+        except BaseException:
+            self._delay_ms = old_delay
+            self._delay_is_int = old_is_int
+            raise
+        if wake:
+            core._on_wake()
         return True
 
     def __repr__(self):
@@ -927,6 +1028,19 @@ cdef enum:
     DETACH_MIN = 64
 
 
+cdef inline bint _drop_ready(list ready, TimerTask task) except -1:
+    # A due task re-added before it ran leaves the ready list, so it is never
+    # listed twice (a stale entry would run it ahead of tasks due before it
+    # once it came due again).  Only tasks due when added are listed there.
+    cdef Py_ssize_t i = PyList_GET_SIZE(ready)
+    while i > 0:
+        i -= 1
+        if PyList_GET_ITEM(ready, i) == <PyObject *>task:
+            del ready[i]
+            return True
+    return False
+
+
 cdef class TimerCore:
     """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
 
@@ -957,6 +1071,7 @@ cdef class TimerCore:
         cdef int64_t start = _check_time(start_ms, "start_ms")
         self._manual_now_ns = start * NS_PER_MS
         self._counter = TaskCounter()
+        self._counter._owner = _weakref(self)
         self._queue = DelayQueue()
         self._wheel = TimingWheel(tick, wheel_size, start, self._counter, self._queue)
         self._tick_ms = tick
@@ -1136,6 +1251,7 @@ cdef class TimerCore:
             else:
                 self._counter.value -= 1
                 task._list = None
+                _drop_ready(self._ready, task)
         return self._place(task, now_ns, expiration)
 
     @cython.final

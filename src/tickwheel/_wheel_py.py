@@ -33,6 +33,7 @@ import numbers
 import operator
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from functools import partial
 from typing import Any, Callable, SupportsIndex, TypeVar, cast
@@ -154,10 +155,13 @@ def _normalize_delay(delay_ms: object) -> int | float:
 class TaskCounter:
     """A count of tasks shared by every bucket of one timer (Kafka's taskCounter)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "_owner")
 
     def __init__(self) -> None:
         self.value = 0
+        # weakref.ref to the TimerCore that made it (None otherwise), so that
+        # TimerTask.postpone() finds a pending task's timer through its bucket.
+        self._owner: weakref.ref[TimerCore] | None = None
 
     def __repr__(self) -> str:
         return f"<TaskCounter value={self.value}>"
@@ -300,7 +304,8 @@ class TimerTask(TimerTaskEntry):
         >>> TimerTask(5, print).cancel()   # never added: nothing to cancel
         False
 
-        :return: True iff the task was pending and now never runs
+        :return: True iff the task was pending (or linked in a bucket by
+            TimerTaskList.add) and now never runs
         """
         with _LOCK:
             state = self._state
@@ -313,11 +318,69 @@ class TimerTask(TimerTaskEntry):
                 if bucket is not None:
                     bucket._counter.value -= 1
                 self._list = None
+            elif state == _IDLE and self._next is not None and self._list is not None:
+                # Linked by hand with TimerTaskList.add (Kafka's TimerTaskListTest).
+                self._list._unlink(self)
             else:
                 return False
             self._state = _CANCELLED
             self._release()
             return True
+
+    def postpone(self, delay_ms: int | float) -> bool:
+        """Move this pending task to run ``delay_ms`` from now (later or sooner).
+
+        The same as ``task.delay_ms = delay_ms`` then ``timer.add(task)`` on
+        the timer it is pending in, in one call: what a heartbeat or an idle
+        timeout does on every message.  A task that was due but has not
+        started yet is taken back.  If the timer refuses the new deadline,
+        the task stays where it was.
+
+        Runtime complexity: O(levels) (an O(1) unlink, then the add).
+
+        >>> core = TimerCore(manual=True)
+        >>> task = TimerTask(100, print, "late")
+        >>> core.add(task)
+        >>> task.postpone(250), task.expiration_ms, len(core)
+        (True, 250, 1)
+        >>> task.cancel(), task.postpone(10)
+        (True, False)
+
+        :param delay_ms: the new delay in milliseconds (int or float)
+        :return: True if the task was pending and now runs ``delay_ms`` from
+            now; False if it already started, ran or was cancelled (it is
+            left alone: schedule a new task)
+        :raises RuntimeError: if the task was never added to a timer, or its
+            timer is gone or closed
+        :raises TypeError: if ``delay_ms`` is not a number
+        :raises ValueError: if ``delay_ms`` is NaN or infinite
+        :raises OverflowError: if the deadline is out of the clock's range
+        """
+        with _LOCK:
+            state = self._state
+            if state != _PENDING and state != _EXPIRED:
+                if state == _IDLE:
+                    raise RuntimeError(
+                        f"{self!r} was never added to a timer; "
+                        "add it with timer.add(task)"
+                    )
+                return False
+            bucket = self._list
+            owner_ref = bucket._counter._owner if bucket is not None else None
+            core = owner_ref() if owner_ref is not None else None
+            if core is None:
+                raise RuntimeError(f"{self!r} is not pending in a live timer")
+            delay_ns = _delay_to_ns(delay_ms)
+            old_delay = self._delay_ms
+            self._delay_ms = _normalize_delay(delay_ms)
+            try:
+                wake = core._add(self, delay_ns)
+            except BaseException:
+                self._delay_ms = old_delay
+                raise
+        if wake:
+            core._on_wake()
+        return True
 
     def _release(self) -> None:
         # Drop the callable so no cycle through this (untracked) node survives.
@@ -809,6 +872,7 @@ class TimerCore:
         start_ms = _check_time(start_ms, "start_ms")
         self._manual_now_ns = start_ms * _NS_PER_MS
         self._counter = TaskCounter()
+        self._counter._owner = weakref.ref(self)
         self._queue = DelayQueue()
         self._wheel = TimingWheel(
             tick_ms, wheel_size, start_ms, self._counter, self._queue
@@ -987,6 +1051,14 @@ class TimerCore:
             else:
                 self._counter.value -= 1
                 task._list = None
+                # A due task re-added before it ran leaves the ready list, so
+                # it is never listed twice (a stale entry would run it ahead
+                # of tasks due before it once it came due again).
+                ready = self._ready
+                for i in range(len(ready) - 1, -1, -1):
+                    if ready[i] is task:
+                        del ready[i]
+                        break
         task._expiration_ms = expiration
         task._state = _PENDING
         before = len(self._queue._heap)

@@ -64,7 +64,12 @@ Documented differences from asyncio (tested in ``tests/test_compat_asyncio.py``)
   ``MAX_DELAY_MS`` (about 146 years), so ``when()`` stays finite.
 * On Python < 3.11 (no ``Task.uncancel()``), a CancelledError that reaches
   an expired ``timeout()`` block always becomes TimeoutError, even if the
-  task was also cancelled from outside.
+  task was also cancelled from outside; that TimeoutError is also an
+  ``asyncio.TimeoutError`` (a different class before 3.11).  From 3.11 on,
+  ``timeout()`` follows the running Python's ``asyncio.timeout`` (3.13
+  changed how it treats exceptions other than CancelledError).
+* Handles and ``Timeout`` have ``postpone(delay)``, which moves a pending
+  timer to ``delay`` seconds from now (asyncio: cancel() + call_later()).
 * Exceptions in callbacks go to ``loop.call_exception_handler`` as in
   asyncio; ``SystemExit``/``KeyboardInterrupt`` propagate out of the loop and
   the remaining due callbacks run on the next iteration.
@@ -76,6 +81,7 @@ import asyncio
 import contextvars
 import enum
 import math
+import sys
 import weakref
 from asyncio import events as _events
 from types import TracebackType
@@ -114,6 +120,7 @@ _MISSING = object()
 # saves asyncio a copy_context() per re-arm; each task enters its own context.
 _DRIVER_CONTEXT = _Context()
 _task_cancelled = TimerTask.cancelled.__get__
+_task_postpone = TimerTask.postpone
 # Unbound, so the hot path skips creating a bound method per call.
 _core_add = TimerCore.add
 # One C call that makes the handle (no __init__) and adds it
@@ -173,6 +180,28 @@ class TimerHandle(TimerTask):
     def when(self) -> float:
         """The scheduled time in loop-time seconds, rounded up to the wheel tick."""
         return self.expiration_ms / 1000
+
+    def postpone(self, delay: float) -> bool:
+        """Move the pending callback to run ``delay`` seconds from now.
+
+        What a heartbeat or an idle timeout does on every message, without a
+        cancel() and a new call_later(): the handle stays the same object.
+        ``delay`` is read like call_later's (rounded up to the tick; <= 0
+        runs it on the next loop iteration).  asyncio's handles have no
+        such method.
+
+        Runtime complexity: O(levels) (an O(1) unlink, then the add).
+
+        :return: True if the callback was pending and now runs ``delay``
+            from now; False if it already ran or was cancelled
+        :raises TypeError: if ``delay`` is not a number
+        :raises ValueError: if ``delay`` is NaN
+        """
+        try:
+            return _task_postpone(self, delay * 1000.0)
+        except (TypeError, ValueError, OverflowError):
+            # Raise with our argument's name, or clamp as call_later does.
+            return _task_postpone(self, _delay_ms(delay, "delay"))
 
     def get_context(self) -> contextvars.Context:
         """The context the callback runs in (a copy is entered for each run)."""
@@ -355,7 +384,10 @@ class TimerWheel(TimerCore):
         if delay is None:
             return Timeout(None, self)
         _delay_ms(delay, "delay")
-        return Timeout(self.now_ns / 1e9 + delay, self)
+        # loop.time() + delay, as asyncio computes it (the wheel's clock reads
+        # the same time, but a virtual-time loop's only up to the nanosecond).
+        loop = self._loop_ref()
+        return Timeout((self.time() if loop is None else loop.time()) + delay, self)
 
     def timeout_at(self, when: float | None) -> Timeout:
         """An ``asyncio.timeout_at(when)`` driven by this wheel."""
@@ -556,6 +588,20 @@ def call_at(
 
 
 _HAS_UNCANCEL = hasattr(asyncio.Task, "uncancel")
+# 3.13 turned a CancelledError subclass into TimeoutError too, and threads a
+# TimeoutError into the context chain of any other exception leaving an
+# expired block (3.14's timeouts.py keeps that __aexit__); 3.11 and 3.12 only
+# convert CancelledError itself.
+_CHAIN_TIMEOUT_ERROR = sys.version_info >= (3, 13)
+
+if sys.version_info >= (3, 11):
+    _TimeoutError = TimeoutError
+else:
+
+    class _TimeoutError(asyncio.TimeoutError, TimeoutError):  # type: ignore[misc]
+        """Before 3.11 asyncio.TimeoutError is not the builtin: this is both."""
+
+    _TimeoutError.__name__ = _TimeoutError.__qualname__ = "TimeoutError"
 
 
 class _State(enum.Enum):
@@ -566,22 +612,45 @@ class _State(enum.Enum):
     EXITED = "finished"
 
 
+def _insert_timeout_error(exc_val: BaseException) -> None:
+    # 3.13's Timeout._insert_timeout_error: put a TimeoutError between the
+    # first CancelledError in the context chain and what it interrupted.
+    while exc_val.__context__ is not None:
+        if isinstance(exc_val.__context__, asyncio.CancelledError):
+            te = _TimeoutError()
+            te.__context__ = te.__cause__ = exc_val.__context__
+            exc_val.__context__ = te
+            break
+        exc_val = exc_val.__context__
+
+
 class Timeout(TimerTask):
     """Async context manager that cancels the enclosing task at a deadline.
 
-    The semantics, states and messages of ``asyncio.Timeout`` (3.11): on
-    expiry it cancels the task it was entered in; on exit it turns that
-    task's CancelledError into TimeoutError unless someone else also
-    cancelled the task (``Task.uncancel()`` bookkeeping), so nested timeouts
-    and outside cancellation behave as in asyncio.  The object is itself the
-    wheel node, so a pending timeout costs one object (plus its ``when``).
+    The semantics, states and messages of the running Python's
+    ``asyncio.Timeout``: on expiry it cancels the task it was entered in; on
+    exit it turns that task's CancelledError into TimeoutError unless someone
+    else also cancelled the task (``Task.uncancel()`` bookkeeping), so nested
+    timeouts and outside cancellation behave as in asyncio.  On 3.13+ a
+    different exception leaving an expired block gets a TimeoutError chained
+    in its context, as in 3.13.  A deadline at or before ``loop.time()`` is
+    handled with ``loop.call_soon``, so it fires before the task resumes.
+    The object is itself the wheel node, so a pending timeout costs one
+    object (plus its ``when``).
 
     Use :func:`timeout` / :func:`timeout_at` (or the TimerWheel methods).
 
     Runtime complexity: enter, reschedule and exit are O(levels) or better.
     """
 
-    __slots__ = ("_tm_when", "_tm_state", "_tm_task", "_tm_cancelling", "_tm_wheel")
+    __slots__ = (
+        "_tm_when",
+        "_tm_state",
+        "_tm_task",
+        "_tm_cancelling",
+        "_tm_wheel",
+        "_tm_soon",
+    )
 
     def __init__(self, when: float | None, wheel: TimerWheel) -> None:
         super().__init__(0)
@@ -590,6 +659,8 @@ class Timeout(TimerTask):
         self._tm_task: asyncio.Task[Any] | None = None
         self._tm_cancelling = 0
         self._tm_wheel = wheel
+        # The loop.call_soon handle of a deadline that was already past.
+        self._tm_soon: asyncio.Handle | None = None
 
     def when(self) -> float | None:
         """The current deadline in loop-time seconds, or None."""
@@ -598,24 +669,53 @@ class Timeout(TimerTask):
     def reschedule(self, when: float | None) -> None:
         """Move the deadline to ``when`` (loop time), or disable it with None.
 
+        A deadline at or before ``loop.time()`` expires on the next loop
+        iteration, before the task resumes (as in asyncio).
+
         :raises RuntimeError: unless the timeout is entered and not expiring
+        :raises TypeError: if ``when`` is not a number or None
+        :raises ValueError: if ``when`` is NaN
         """
         if self._tm_state is not _State.ENTERED:
             if self._tm_state is _State.CREATED:
                 raise RuntimeError("Timeout has not been entered")
             raise RuntimeError(f"Cannot change state of {self._tm_state.value} Timeout")
+        self._cancel_timer()
         if when is None:
             self._tm_when = None
-            TimerTask.cancel(self)
             return
         wheel = self._tm_wheel
+        loop = wheel._loop_ref()
+        if loop is None:
+            loop = _get_running_loop()
+        now = loop.time()
         try:
-            delay = when - wheel.now_ns / 1e9
+            delay = when - now
         except TypeError:
             raise TypeError(f"when must be a number of seconds, got {when!r}") from None
-        self.delay_ms = _delay_ms(delay, "when")
+        delay_ms = _delay_ms(delay, "when")
         self._tm_when = when
+        if when <= now:
+            self._tm_soon = loop.call_soon(self._on_soon, context=_DRIVER_CONTEXT)
+            return
+        self.delay_ms = delay_ms
         wheel.add(self)
+
+    def postpone(self, delay: float) -> bool:
+        """Move the deadline to ``delay`` seconds from now: ``reschedule(now + delay)``.
+
+        :return: True (the deadline moved)
+        :raises RuntimeError: unless the timeout is entered and not expiring
+        :raises TypeError: if ``delay`` is not a number
+        """
+        delay_ms = _delay_ms(delay, "delay")
+        if not -_LIMIT_MS < delay_ms < _LIMIT_MS:
+            delay = delay_ms / 1000  # clamped, like call_later's
+        loop = self._tm_wheel._loop_ref()
+        self.reschedule(
+            (self._tm_wheel.time() if loop is None else loop.time()) + delay
+        )
+        return True
 
     def expired(self) -> bool:
         """True once the deadline passed while the block was running."""
@@ -627,6 +727,17 @@ class Timeout(TimerTask):
         assert self._tm_task is not None
         self._tm_task.cancel()
         self._tm_state = _State.EXPIRING
+
+    def _on_soon(self) -> None:
+        self._tm_soon = None
+        self.run()
+
+    def _cancel_timer(self) -> None:
+        TimerTask.cancel(self)
+        soon = self._tm_soon
+        if soon is not None:
+            self._tm_soon = None
+            soon.cancel()
 
     def __repr__(self) -> str:
         info = ""
@@ -656,18 +767,24 @@ class Timeout(TimerTask):
         exc_tb: TracebackType | None,
     ) -> bool | None:
         assert self._tm_state in (_State.ENTERED, _State.EXPIRING)
-        TimerTask.cancel(self)
+        self._cancel_timer()
         if self._tm_state is _State.EXPIRING:
             self._tm_state = _State.EXPIRED
             assert self._tm_task is not None
             if (
-                (self._tm_task.uncancel() if _HAS_UNCANCEL else 0)
-                <= self._tm_cancelling
-                and exc_type is not None
-                and issubclass(exc_type, asyncio.CancelledError)
-            ):
+                self._tm_task.uncancel() if _HAS_UNCANCEL else 0
+            ) <= self._tm_cancelling and exc_type is not None:
                 # No other cancel request is pending: this one was ours.
-                raise TimeoutError from exc_val
+                if not _CHAIN_TIMEOUT_ERROR:
+                    if exc_type is asyncio.CancelledError:
+                        raise _TimeoutError from exc_val
+                elif issubclass(exc_type, asyncio.CancelledError):
+                    raise _TimeoutError from exc_val
+                elif exc_val is not None:
+                    _insert_timeout_error(exc_val)
+                    if isinstance(exc_val, ExceptionGroup):  # noqa: F821
+                        for exc in exc_val.exceptions:
+                            _insert_timeout_error(exc)
         elif self._tm_state is _State.ENTERED:
             self._tm_state = _State.EXITED
         return None

@@ -19,7 +19,8 @@ bytes.  ``cancel()`` is O(1) and frees the slot at once.
 >>> shutdown()   # stop the shared timer's threads (tests, embedding)
 
 Documented differences from ``threading.Timer`` (tested in
-``tests/test_compat_threading.py``):
+``tests/test_compat_threading.py`` and, for subclasses,
+``tests/test_compat_threading_subclass.py``):
 
 * callbacks run on the shared executor thread, one after another, so a slow
   callback delays the ones due after it.  Pass ``timer=SystemTimer(...,
@@ -29,6 +30,12 @@ Documented differences from ``threading.Timer`` (tested in
   ``threading.current_thread()`` is the executor thread;
 * exceptions go to ``threading.excepthook`` as in threading, with the Timer
   as ``args.thread``; the wheel keeps running;
+* a subclass that overrides ``run()`` (the ``RepeatTimer`` idiom: ``while
+  not self.finished.wait(self.interval): ...``) gets a thread of its own, as
+  under threading: ``start()`` runs ``self.run()`` on a new thread named
+  ``self.name`` with ``self.daemon``, ``join()``/``is_alive()`` follow that
+  thread, and an exception from ``run()`` goes to ``threading.excepthook``.
+  Such a Timer costs a thread, and the wheel (and ``timer=``) is not used;
 * at interpreter exit, pending non-daemon Timers still fire before the
   shared timer stops (threading joins non-daemon threads); this waiting runs
   from ``atexit``, i.e. after threading's own shutdown;
@@ -42,6 +49,7 @@ import atexit
 import itertools
 import math
 import os
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
@@ -96,20 +104,20 @@ def shutdown(wait_non_daemon: bool = False) -> None:
                 pending = [
                     t
                     for t in _started
-                    if not t._daemon and t._timer is _shared and t.is_alive()
+                    if not t._tw_daemon and t._tw_timer is _shared and t._tw_alive()
                 ]
             if not pending:
                 break
             for t in pending:
-                t.join()
+                Timer.join(t)  # not a subclass's override (threading's neither)
     with _lock:
         timer, _shared = _shared, None
     if timer is not None:
         timer.close()
         # close() cancelled the tasks; their Timers must read as finished.
         with _lock:
-            for t in [t for t in _started if t._timer is timer]:
-                t._finish_locked()
+            for t in [t for t in _started if t._tw_timer is timer]:
+                t._tw_finish_locked()
             _done.notify_all()
 
 
@@ -127,6 +135,24 @@ if hasattr(os, "register_at_fork"):
 # Registered after tickwheel.timer's own exit hook, so it runs first (LIFO):
 # non-daemon Timers fire before the timers are closed.
 atexit.register(shutdown, True)
+
+
+def _invoke_excepthook(timer: Timer) -> None:
+    """Report the exception being handled as threading does for a thread.
+
+    ``threading.excepthook`` gets the Timer as ``args.thread``; if the hook
+    itself raises, that is printed and passed to ``sys.excepthook``, as
+    threading's ``Thread._invoke_excepthook`` does.
+    """
+    exc_type, exc, tb = sys.exc_info()
+    try:
+        threading.excepthook(threading.ExceptHookArgs((exc_type, exc, tb, timer)))
+    except Exception:
+        if sys.stderr is not None:
+            print("Exception in threading.excepthook:", file=sys.stderr, flush=True)
+        sys.excepthook(*sys.exc_info())
+    finally:
+        del exc, tb
 
 
 def _check_interval(interval: object) -> float:
@@ -149,19 +175,25 @@ class _FinishedEvent(threading.Event):
 
     def __init__(self, timer: Timer) -> None:
         super().__init__()
-        self._timer = timer
+        self._tw_timer = timer
 
     def set(self) -> None:
         super().set()
-        self._timer.cancel()
+        # Not the Timer's cancel(): as in threading, setting `finished` does
+        # not call a subclass's cancel() override (which may itself call
+        # finished.set()).
+        self._tw_timer._tw_cancel()
 
 
 class Timer:
+    # Private attributes and methods start with `_tw_`, so that a subclass's
+    # own `_state`, `_timer`, `_thread`... cannot clobber them.
     """Call a function after a number of seconds: ``threading.Timer``'s API.
 
     ``start()`` files the timer in a shared timing wheel instead of starting
     a thread.  ``cancel()`` stops it if it has not run yet; a Timer can be
-    started once.
+    started once.  A subclass that overrides ``run()`` runs it on a thread of
+    its own, as ``threading.Timer`` does (see the module docstring).
 
     Runtime complexity: start O(levels), cancel O(1).
 
@@ -185,16 +217,17 @@ class Timer:
         "function",
         "args",
         "kwargs",
-        "_name",
-        "_ident",
-        "_daemon",
-        "_state",
-        "_finished",
-        "_finished_flag",
-        "_task",
-        "_timer",
-        "_started",
-        "_runner",
+        "_tw_name",
+        "_tw_ident",
+        "_tw_daemon",
+        "_tw_state",
+        "_tw_finished",
+        "_tw_finished_flag",
+        "_tw_task",
+        "_tw_timer",
+        "_tw_started",
+        "_tw_runner",
+        "_tw_thread",
         "__weakref__",
     )
 
@@ -207,7 +240,7 @@ class Timer:
         *,
         timer: SystemTimer | None = None,
     ) -> None:
-        self._interval_ms(interval)
+        self._tw_interval_ms(interval)
         if not callable(function):
             raise TypeError(f"function must be callable, got {function!r}")
         if timer is not None and not isinstance(timer, SystemTimer):
@@ -216,49 +249,53 @@ class Timer:
         self.function = function
         self.args = args if args is not None else []
         self.kwargs = kwargs if kwargs is not None else {}
-        self._name: str | None = None  # "Timer-<_ident>", built when read
-        self._ident = next(_counter)
-        self._daemon = threading.current_thread().daemon
-        self._state = _CREATED
-        self._started = False
+        self._tw_name: str | None = None  # "Timer-<_ident>", built when read
+        self._tw_ident = next(_counter)
+        self._tw_daemon = threading.current_thread().daemon
+        self._tw_state = _CREATED
+        self._tw_started = False
         # The Event is created on first access of `finished` (1.2 kB each).
-        self._finished: threading.Event | None = None
-        self._finished_flag = False
-        self._task: TimerTask | None = None
-        self._timer = timer
-        self._runner: threading.Thread | None = None
+        self._tw_finished: threading.Event | None = None
+        self._tw_finished_flag = False
+        self._tw_task: TimerTask | None = None
+        self._tw_timer = timer
+        self._tw_runner: threading.Thread | None = None
+        # The thread of its own, for a subclass that overrides run().
+        self._tw_thread: threading.Thread | None = None
 
     @staticmethod
-    def _interval_ms(interval: object) -> float:
+    def _tw_interval_ms(interval: object) -> float:
         return _check_interval(interval)
 
     # -- threading.Thread-like attributes ------------------------------------
     @property
     def name(self) -> str:
         """A name for messages (``Timer-N``); settable."""
-        name = self._name
+        name = self._tw_name
         if name is None:
-            name = self._name = f"Timer-{self._ident}"
+            name = self._tw_name = f"Timer-{self._tw_ident}"
         return name
 
     @name.setter
     def name(self, value: str) -> None:
-        self._name = str(value)
+        self._tw_name = str(value)
+        if self._tw_thread is not None:
+            self._tw_thread.name = self._tw_name
 
     @property
     def daemon(self) -> bool:
         """False (inherited from the creating thread) makes exit wait for it."""
-        return self._daemon
+        return self._tw_daemon
 
     @daemon.setter
     def daemon(self, value: bool) -> None:
-        if self._started:
+        if self._tw_started:
             raise RuntimeError("cannot set daemon status of active thread")
-        self._daemon = bool(value)
+        self._tw_daemon = bool(value)
 
     def isDaemon(self) -> bool:  # noqa: N802 - threading's legacy name
         """Deprecated alias of the ``daemon`` attribute (as in threading)."""
-        return self._daemon
+        return self._tw_daemon
 
     def setDaemon(self, daemonic: bool) -> None:  # noqa: N802
         """Deprecated setter of ``daemon`` (as in threading)."""
@@ -278,27 +315,27 @@ class Timer:
 
         Setting it (``timer.finished.set()``) cancels the timer, as in threading.
         """
-        ev = self._finished
+        ev = self._tw_finished
         if ev is None:
             with _lock:
-                ev = self._finished
+                ev = self._tw_finished
                 if ev is None:
-                    ev = self._finished = _FinishedEvent(self)
-                    if self._finished_flag:
+                    ev = self._tw_finished = _FinishedEvent(self)
+                    if self._tw_finished_flag:
                         threading.Event.set(ev)
         return ev
 
-    def _is_finished(self) -> bool:
-        ev = self._finished
-        return self._finished_flag or (ev is not None and ev.is_set())
+    def _tw_is_finished(self) -> bool:
+        ev = self._tw_finished
+        return self._tw_finished_flag or (ev is not None and ev.is_set())
 
-    def _finish_locked(self) -> None:
+    def _tw_finish_locked(self) -> None:
         # Mark finished (caller holds _lock) and wake joiners.
-        self._finished_flag = True
-        if self._state != _RUNNING:
-            self._state = _DONE
+        self._tw_finished_flag = True
+        if self._tw_state != _RUNNING:
+            self._tw_state = _DONE
         _started.discard(self)
-        ev = self._finished
+        ev = self._tw_finished
         if ev is not None:
             threading.Event.set(ev)  # not _FinishedEvent.set: _lock is held
         _done.notify_all()
@@ -309,24 +346,66 @@ class Timer:
 
         :raises RuntimeError: if started before ("threads can only be started once")
         """
+        if self._tw_overrides_run():
+            self._tw_start_thread()
+            return
         with _lock:
-            if self._started:
+            if self._tw_started:
                 raise RuntimeError("threads can only be started once")
-            self._started = True
-            if self._is_finished():
+            self._tw_started = True
+            if self._tw_is_finished():
                 # cancelled before start: threading runs a thread that exits.
-                self._state = _DONE
+                self._tw_state = _DONE
                 return
-            self._state = _PENDING
+            self._tw_state = _PENDING
             _started.add(self)
-        timer = self._timer if self._timer is not None else get_timer()
-        self._timer = timer
+        timer = self._tw_timer if self._tw_timer is not None else get_timer()
+        self._tw_timer = timer
         try:
-            self._task = timer.schedule(self._interval_ms(self.interval), self._fire)
+            self._tw_task = timer.schedule(
+                self._tw_interval_ms(self.interval), self._tw_fire
+            )
         except BaseException:
             with _lock:
-                self._finish_locked()
+                self._tw_finish_locked()
             raise
+
+    def _tw_overrides_run(self) -> bool:
+        run = self.run
+        return getattr(run, "__func__", run) is not Timer.run
+
+    def _tw_start_thread(self) -> None:
+        # A subclass's run() may block for as long as it likes (RepeatTimer
+        # loops until cancelled), so it cannot share the executor: give it a
+        # thread, which threading would have done anyway.
+        with _lock:
+            if self._tw_started:
+                raise RuntimeError("threads can only be started once")
+            self._tw_started = True
+            self._tw_state = _RUNNING
+            self._tw_thread = threading.Thread(
+                target=self._tw_bootstrap, name=self.name, daemon=self._tw_daemon
+            )
+        self.finished  # noqa: B018 - create the Event before run() waits on it
+        try:
+            self._tw_thread.start()
+        except BaseException:
+            with _lock:
+                self._tw_state = _DONE
+                self._tw_thread = None
+                _done.notify_all()
+            raise
+
+    def _tw_bootstrap(self) -> None:
+        # The thread of its own: what threading.Thread._bootstrap_inner does.
+        try:
+            self.run()
+        except BaseException:
+            _invoke_excepthook(self)
+        finally:
+            with _lock:
+                self._tw_state = _DONE
+                _done.notify_all()
 
     def run(self) -> None:
         """What threading's thread runs: wait ``interval``, then call the function.
@@ -335,59 +414,69 @@ class Timer:
         the non-blocking way.
         """
         self.finished.wait(max(0.0, float(self.interval)))
-        if not self._is_finished():
+        if not self._tw_is_finished():
             self.function(*self.args, **self.kwargs)
         with _lock:
-            self._finish_locked()
+            self._tw_finish_locked()
 
-    def _fire(self) -> None:
+    def _tw_fire(self) -> None:
         # Runs on the executor thread when the interval has elapsed.
         with _lock:
-            if self._is_finished() or self._state != _PENDING:
-                self._state = _DONE
+            if self._tw_is_finished() or self._tw_state != _PENDING:
+                self._tw_state = _DONE
                 _started.discard(self)
                 _done.notify_all()
                 return
-            self._state = _RUNNING
-            self._runner = threading.current_thread()
+            self._tw_state = _RUNNING
+            self._tw_runner = threading.current_thread()
         try:
             self.function(*self.args, **self.kwargs)
-        except BaseException as exc:
+        except BaseException:
             # threading.Timer: the exception ends the thread via excepthook,
-            # and `finished` is left unset.
+            # and `finished` is left unset.  Any exception, as threading's
+            # _bootstrap_inner: the default hook ignores SystemExit, so
+            # sys.exit() in a callback ends it quietly.
             with _lock:
-                self._state = _DONE
-                self._runner = None
+                self._tw_state = _DONE
+                self._tw_runner = None
                 _started.discard(self)
                 _done.notify_all()
-            if isinstance(exc, Exception):
-                threading.excepthook(
-                    threading.ExceptHookArgs((type(exc), exc, exc.__traceback__, self))
-                )
-                return
-            raise
+            _invoke_excepthook(self)
+            return
         with _lock:
-            self._state = _DONE
-            self._runner = None
-            self._finish_locked()
+            self._tw_state = _DONE
+            self._tw_runner = None
+            self._tw_finish_locked()
 
     def cancel(self) -> None:
         """Stop the Timer if it has not run yet (no effect afterwards).
 
         Runtime complexity: O(1).
         """
+        self._tw_cancel()
+
+    def _tw_cancel(self) -> None:
+        # cancel() without a subclass's override (what finished.set() calls).
         with _lock:
-            task = self._task
-            was_pending = self._state == _PENDING
-            self._finish_locked()
+            task = self._tw_task
+            was_pending = self._tw_state == _PENDING
+            self._tw_finish_locked()
         if was_pending and task is not None:
             task.cancel()
 
     def is_alive(self) -> bool:
         """True from start() until the function returned or the Timer was cancelled."""
-        state = self._state
+        return self._tw_alive()
+
+    def _tw_alive(self) -> bool:
+        # is_alive() without a subclass's override: join() and shutdown()
+        # call it with _lock held, where an override could deadlock.
+        thread = self._tw_thread
+        if thread is not None:
+            return thread.is_alive()
+        state = self._tw_state
         if state == _PENDING:
-            task = self._task
+            task = self._tw_task
             if task is not None and task.cancelled:  # e.g. its timer was closed
                 return False
             return True
@@ -398,17 +487,21 @@ class Timer:
 
         :raises RuntimeError: if not started, or called from the Timer's own callback
         """
-        if not self._started:
+        if not self._tw_started:
             raise RuntimeError("cannot join thread before it is started")
-        if self._runner is threading.current_thread() and self._state == _RUNNING:
+        thread = self._tw_thread
+        if thread is not None:
+            thread.join(timeout)  # raises "cannot join current thread" from run()
+            return
+        if self._tw_runner is threading.current_thread() and self._tw_state == _RUNNING:
             raise RuntimeError("cannot join current thread")
         with _done:
-            _done.wait_for(lambda: not self.is_alive(), timeout)
+            _done.wait_for(lambda: not self._tw_alive(), timeout)
 
     def __repr__(self) -> str:
         status = "initial"
-        if self._started:
+        if self._tw_started:
             status = "started" if self.is_alive() else "stopped"
-        if self._daemon:
+        if self._tw_daemon:
             status += " daemon"
         return f"<{type(self).__name__}({self.name}, {status})>"

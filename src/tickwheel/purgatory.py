@@ -780,12 +780,15 @@ class DelayedOperationPurgatory(_CoreBase):
     :param purge_interval: sweep all watcher lists when more than this many
         completed operations are estimated to be still watched
     :param reaper: for an owned timer, start its reaper thread; False means the
-        caller drives expiry with :meth:`advance_clock`.  Must stay True when
-        ``timer`` is given (that timer's own settings apply)
+        caller drives expiry with :meth:`advance_clock`.  With a given
+        ``timer`` the purgatory starts no thread either way (that timer's own
+        settings apply); pass False, as Kafka's tests do with a mock timer,
+        to say that the caller drives it
     :param shards: number of watcher-list shards, a power of two
-    :raises TypeError: for a non-str name, a non-timer ``timer`` or a non-int interval
-    :raises ValueError: for an empty name, a negative interval, ``reaper=False``
-        with a given timer, or a shard count that is not a power of two
+    :raises TypeError: for a non-str name, a non-timer ``timer``, a non-bool
+        ``reaper`` or a non-int interval
+    :raises ValueError: for an empty name, a negative interval, or a shard
+        count that is not a power of two
     """
 
     def __init__(
@@ -819,11 +822,10 @@ class DelayedOperationPurgatory(_CoreBase):
                 raise TypeError(
                     f"timer must be a SystemTimer or MockTimer (or None), got {timer!r}"
                 )
-            if not reaper:
-                raise ValueError(
-                    "reaper=False applies only to the timer the purgatory creates; "
-                    f"got reaper={reaper!r} with timer={timer!r}"
-                )
+            # A given timer runs as it was built; the purgatory starts no
+            # thread for it whatever ``reaper`` says.  reaper=False is how
+            # Kafka's tests build theirs (a mock timer, the caller driving
+            # it with advance_clock), so it is accepted, not refused.
             self._owns_timer = False
         # The operations this timer accepts: the TimerTask of the same core.
         self._task_type: type = (
@@ -949,7 +951,9 @@ class DelayedOperationPurgatory(_CoreBase):
         ``timeout_ms``.  Expired operations complete (on the timer's executor
         for a SystemTimer, inline for a MockTimer).
 
-        :return: True iff a timer task expired
+        :return: the timer's answer: on a SystemTimer, True iff a due bucket
+            was processed (even if its operations only moved down a level, as
+            in Kafka); on a MockTimer, True iff an operation expired
         """
         ran = bool(self._timer.advance_clock(timeout_ms))
         if self._estimated - len(self._timer) > self._purge_interval:

@@ -189,6 +189,11 @@ class _SystemTimerMixin(_CoreBase):
         self._worker_idle = False
         # The reaper sleeps with nothing pending, untimed: add() wakes it.
         self._reaper_parked = False
+        # Due buckets processed by any thread, and how many advance_clock has
+        # reported: a bucket the worker polled between two advance_clock calls
+        # still counts as processed for the caller's drain loop.
+        self._processed = 0
+        self._processed_seen = 0
 
     def _start_threads(self) -> None:
         if self._executor is None:
@@ -319,6 +324,9 @@ class _SystemTimerMixin(_CoreBase):
             return False
 
     def _expire_due(self, reraise: bool = False) -> bool:
+        nxt = self.next_expiration_ms
+        if nxt is not None and nxt <= self.now_ms:
+            self._processed += 1
         if self._executor is None:
             # The worker's queue: append each batch while still holding the
             # lock under which it was polled (the reaper, advance_clock's
@@ -347,17 +355,63 @@ class _SystemTimerMixin(_CoreBase):
             self._run_batch(batch, reraise)
             return
         assert isinstance(executor, concurrent.futures.Executor)
+        # The tasks of one bucket run side by side, as with Kafka's one
+        # submit per task, so a callback that blocks holds up only its own
+        # pool thread.  (Submitting the bucket as one job ran its tasks one
+        # after another on a single pool thread.)  A pool with fewer threads
+        # than the bucket has tasks gets one runner per thread instead, all
+        # taking the bucket's tasks in turn from one queue: the tasks start
+        # when one submit each would start them, for a fraction of the cost
+        # (a submit is ~5 us; see bench/measure.py dispatch).  The default
+        # worker and "inline" keep the batch: one thread runs it either way.
+        workers = getattr(executor, "_max_workers", None)  # ThreadPoolExecutor's
+        if type(workers) is int and 0 < workers < len(batch):
+            self._fan_out(executor, batch, workers)
+            return
+        submit = executor.submit
+        run_one = self._run_one
+        i = 0
         try:
-            executor.submit(self._run_batch, batch)
+            for task in batch:
+                submit(run_one, task)
+                i += 1
         except RuntimeError:
             # The executor was shut down under us: nothing may be lost
-            # silently, so the tasks are cancelled and the fact logged.
-            n = sum(task.cancel() for task in batch)
-            logger.error(
-                "tickwheel timer %r: executor refused %d due task(s); cancelled",
-                self.name,
-                n,
-            )
+            # silently, so the tasks not submitted are cancelled and the
+            # fact logged (those submitted before still run).
+            self._refused(batch[i:])
+
+    def _fan_out(
+        self, executor: concurrent.futures.Executor, batch: list[TimerTask], n: int
+    ) -> None:
+        """Submit ``n`` runners that share ``batch``'s tasks (see _dispatch)."""
+        queue = deque(batch)
+        for i in range(n):
+            try:
+                executor.submit(self._drain, queue)
+            except RuntimeError:
+                if i == 0:  # no runner: cancel and log, as for one submit each
+                    self._refused(list(queue))
+                    queue.clear()
+                return  # else the runners submitted take every task
+
+    def _drain(self, queue: deque[TimerTask]) -> None:
+        """A pool runner: run tasks from the bucket's queue until it is empty."""
+        pop = queue.popleft
+        while True:
+            try:
+                task = pop()  # atomic: each task goes to one runner
+            except IndexError:
+                return
+            self._run_one(task)
+
+    def _refused(self, tasks: list[TimerTask]) -> None:
+        n = sum(task.cancel() for task in tasks)
+        logger.error(
+            "tickwheel timer %r: executor refused %d due task(s); cancelled",
+            self.name,
+            n,
+        )
 
     def _run_batch(self, batch: list[TimerTask], reraise: bool = False) -> None:
         while True:
@@ -379,6 +433,18 @@ class _SystemTimerMixin(_CoreBase):
                 # A task raised SystemExit/KeyboardInterrupt-like exceptions;
                 # the rest of the batch is still expired, so loop and go on.
                 logger.exception("tickwheel timer %r: task aborted", self.name)
+
+    def _run_one(self, task: TimerTask) -> None:
+        """Run one due task on a pool thread (cancelled if the timer closed)."""
+        if self.closed:
+            task.cancel()
+            return
+        try:
+            self._run((task,), self._on_error)
+        except BaseException:
+            # SystemExit/KeyboardInterrupt-like: the task is done; a pool
+            # thread would only hide it in the Future nobody looks at.
+            logger.exception("tickwheel timer %r: task aborted", self.name)
 
     def _work(self) -> None:
         """The default executor's worker: runs the batches, in order.
@@ -447,7 +513,16 @@ class _SystemTimerMixin(_CoreBase):
         propagates to the caller; the tasks of that batch that had not run yet
         stay due and run on the next call (``close()`` cancels them).
 
-        :return: True iff at least one task expired
+        Like Kafka's, it returns True whenever a bucket was due and has been
+        processed, even if its tasks only moved down a level (a cascade) and
+        none ran yet, so Kafka's drain loop ``while timer.advance_clock(2000):
+        pass`` runs every task.  (:meth:`MockTimer.advance_clock` differs: it
+        moves the clock through every due bucket, and says whether a task ran.)
+
+        :return: True iff a bucket was due (or tasks were left by an
+            interrupted call) and has been processed, by this call or by the
+            timer's own threads since the previous call; False if the wait
+            ran out, or the timer closed, first
         :raises ValueError: if ``timeout_ms`` is negative or not finite
         """
         wait_ns = _check_ms(timeout_ms, "timeout_ms")
@@ -457,13 +532,25 @@ class _SystemTimerMixin(_CoreBase):
                 due_in = self._due_in_ns()
                 if due_in is not None and due_in <= 0:
                     break
+                if self._processed != self._processed_seen:
+                    # The worker (or the reaper) processed a due bucket since
+                    # the last call: processed, so True, or a drain loop would
+                    # stop with that bucket's cascaded tasks still pending.
+                    self._processed_seen = self._processed
+                    return True
                 left = deadline - self.now_ns
                 if left <= 0 or self._stopping:
                     return False
                 if due_in is not None:
                     left = min(left, due_in)
                 self._cond.wait(left / 1e9)
-        return self._expire_due(reraise=True)
+        # A bucket is due: the poll below processes it, or another thread
+        # (the reaper, the worker) polled it a moment ago.  Either way it was
+        # processed, so True, as Kafka's advanceClock after a cascade-only
+        # bucket: returning False there ended drain loops with tasks pending.
+        self._expire_due(reraise=True)
+        self._processed_seen = self._processed
+        return True
 
     @property
     def threads(self) -> list[threading.Thread]:

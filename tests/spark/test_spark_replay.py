@@ -249,6 +249,18 @@ def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
     assert (out / "input").is_dir() and (out / "outcomes" / "_SUCCESS").exists()
     text = capsys.readouterr().out
     assert "[replay 6/6] done" in text and "(all)" in text
+    # The README's command a second time just works: it replaces its own
+    # results (the _SUCCESS manifest lists them) and keeps everything else.
+    first = json.loads((out / "_SUCCESS").read_text())
+    (out / "notes.txt").write_text("mine")
+    (out / "summary.json").write_text("{}")  # listed in the manifest: replaced
+    assert main(["replay", "--demo", str(out), "--no-plots"]) == 0
+    assert "reusing the trace" in capsys.readouterr().out
+    assert (out / "notes.txt").read_text() == "mine"
+    assert "overall" in json.loads((out / "summary.json").read_text())
+    second = json.loads((out / "_SUCCESS").read_text())
+    assert second["written"] == first["written"] and "notes.txt" not in first["written"]
+    assert not [n for n in os.listdir(tmp_path) if "staging" in n]
 
     trace = tmp_path / "trace"
     assert (

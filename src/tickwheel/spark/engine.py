@@ -746,6 +746,8 @@ def _log_accelerated_once() -> None:
     if _logged_accelerated:
         return
     _logged_accelerated = True
+    if os.environ.get("TICKWHEEL_ENGINE_QUIET"):
+        return  # tickwheel replay reports the engine mode in its own output
     # Spark's Python workers are forks of one daemon per executor: a marker
     # file named after the daemon's pid makes the first worker the only one
     # that logs.  Outside Spark the parent is simply this process's parent.

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .engine import REJECT_REASONS
+from .validate import InputInfo, inspect_input
 
 __all__ = ["read_events", "run_replay", "summarize"]
 
@@ -56,48 +57,37 @@ class _Progress:
         )
 
 
-def read_events(spark: Any, path: str, fmt: str | None = None) -> Any:
+def read_events(
+    spark: Any, path: str, fmt: str | None = None, info: InputInfo | None = None
+) -> Any:
     """Read the events table: Parquet by default, CSV (with header) or JSON lines.
 
-    The format comes from ``fmt`` or, failing that, the path's suffix
-    (``.csv``, ``.json``/``.jsonl``; a directory is read as Parquet unless
-    its files say otherwise).  CSV and JSON columns are read as strings and
-    cast by the replay, so a bad value becomes a rejected row, not a failure.
+    Columns are matched by *name* in every format: Parquet and JSON carry
+    names, and a CSV is read with the names of its own header (checked by
+    :func:`tickwheel.spark.validate.inspect_input`, which also tells the
+    format from ``fmt`` or the suffix), never by position.  CSV and JSON
+    columns are read as strings and cast by the replay, so a bad value
+    becomes a rejected row, not a failure.
 
-    :raises FileNotFoundError: if a local ``path`` does not exist
-    :raises ValueError: for an unknown ``fmt``
+    :param info: the result of ``inspect_input(path, fmt)`` if already known
+    :raises ReplayUsageError: (a ValueError) for a missing input, an unknown
+        format or a missing column
     """
-    if "://" not in path and not os.path.exists(path):
-        raise FileNotFoundError(f"input {path!r} does not exist")
-    if fmt is None:
-        fmt = _guess_format(path)
-    if fmt == "parquet":
-        return spark.read.parquet(path)
+    if info is None:
+        info = inspect_input(path, fmt)
     from pyspark.sql.types import StringType, StructField, StructType
 
     from .engine import INPUT_COLUMNS
 
+    if info.format == "parquet":
+        return spark.read.parquet(path)
+    if info.format == "csv":
+        if not info.columns:  # a URL: Spark takes the names from the header
+            return spark.read.csv(path, header=True, inferSchema=False)
+        header = StructType([StructField(c, StringType()) for c in info.columns])
+        return spark.read.csv(path, header=True, schema=header, enforceSchema=True)
     strings = StructType([StructField(c, StringType()) for c in INPUT_COLUMNS])
-    if fmt == "csv":
-        return spark.read.csv(path, header=True, schema=strings)
-    if fmt == "json":
-        return spark.read.json(path, schema=strings)
-    raise ValueError(f"fmt must be 'parquet', 'csv' or 'json', got {fmt!r}")
-
-
-def _guess_format(path: str) -> str:
-    lower = path.lower().rstrip("/")
-    if lower.endswith(".csv"):
-        return "csv"
-    if lower.endswith((".json", ".jsonl")):
-        return "json"
-    if os.path.isdir(path):
-        names = [n.lower() for n in os.listdir(path) if not n.startswith((".", "_"))]
-        if names and all(n.endswith(".csv") for n in names):
-            return "csv"
-        if names and all(n.endswith((".json", ".jsonl")) for n in names):
-            return "json"
-    return "parquet"
+    return spark.read.json(path, schema=strings)
 
 
 def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
@@ -159,42 +149,84 @@ def _fmt_ms(value: Any) -> str:
     return f"{value:,.0f}"
 
 
-def print_summary(
-    summary: dict[str, Any], out: TextIO, max_partitions: int = 12
-) -> None:
-    """The summary as a fixed-width table (overall, then the worst partitions)."""
-    head = (
-        f"{'timeout_ms':>10} {'partition':<16} {'requests':>10} {'expired':>9} "
-        f"{'expiry':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+def _timeout_label(timeout: Any) -> str:
+    return "own" if timeout is None else f"{timeout:,}"
+
+
+def _row(row: dict[str, Any], name: str) -> str:
+    lat = row["latency_ms"]
+    return (
+        f"{_timeout_label(row['timeout_ms']):>10} {name:<16.16} "
+        f"{row['requests']:>10,} {row['completed']:>10,} {row['expired']:>9,} "
+        f"{row['expiry_rate']:>7.2%} {_fmt_ms(lat['p50']):>8} "
+        f"{_fmt_ms(lat['p95']):>8} {_fmt_ms(lat['p99']):>8} {_fmt_ms(lat['max']):>8}"
     )
 
-    def line(row: dict[str, Any], partition: str) -> str:
-        lat = row["latency_ms"]
-        timeout = row["timeout_ms"]
-        return (
-            f"{'row' if timeout is None else timeout:>10} {partition:<16.16} "
-            f"{row['requests']:>10,} {row['expired']:>9,} {row['expiry_rate']:>7.2%} "
-            f"{_fmt_ms(lat['p50']):>8} {_fmt_ms(lat['p95']):>8} "
-            f"{_fmt_ms(lat['p99']):>8} {_fmt_ms(lat['max']):>8}"
-        )
 
-    print(head, file=out)
-    for row in summary["overall"]:
-        print(line(row, "(all)"), file=out)
-    worst = sorted(summary["per_partition"], key=lambda r: -r["expiry_rate"])
-    shown = worst[:max_partitions]
-    if shown:
-        print(f"-- {len(shown)} partitions with the highest expiry rate:", file=out)
-        for row in shown:
-            print(line(row, str(row["partition"])), file=out)
-    rejected = summary["rejected"]
-    total = sum(rejected.values())
-    print(f"rejected rows: {total:,}" + (f" {rejected}" if total else ""), file=out)
+_HEAD = (
+    f"{'timeout ms':>10} {'partition':<16} {'requests':>10} {'completed':>10} "
+    f"{'expired':>9} {'expiry':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
+)
+
+
+def _more(count: int, shown: int, out: TextIO) -> None:
+    if count > shown:
+        print(f"  ... {count - shown:,} more", file=out)
+
+
+def _attention(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Partitions with expired requests, worst first: expiry rate, then p99."""
+    expiring = [r for r in rows if r["expired"]]
+
+    def key(row: dict[str, Any]) -> tuple[float, float]:
+        p99 = row["latency_ms"]["p99"]
+        return (-row["expiry_rate"], -(p99 if p99 is not None else -1.0))
+
+    return sorted(expiring, key=key)
+
+
+def print_summary(summary: dict[str, Any], out: TextIO, limit: int = 12) -> None:
+    """The summary as fixed-width tables, each capped at ``limit`` rows.
+
+    Overall per timeout setting, then the partitions that need attention
+    (any expired request; by expiry rate, then p99 latency), then the
+    rejected rows by reason.  Latencies are of completed requests.
+    """
+    print(
+        "latency ms (p50 p95 p99 max) of completed requests; timeout "
+        "'own' = each request's own timeout_ms",
+        file=out,
+    )
+    print(_HEAD, file=out)
+    overall = summary["overall"]
+    for row in overall[:limit]:
+        print(_row(row, "(all)"), file=out)
+    _more(len(overall), limit, out)
+    worst = _attention(summary["per_partition"])
+    if worst:
+        print(
+            f"-- partitions with expired requests, worst first ({len(worst):,}):",
+            file=out,
+        )
+        for row in worst[:limit]:
+            print(_row(row, str(row["partition"])), file=out)
+        _more(len(worst), limit, out)
+    else:
+        print("-- no partition has expired requests", file=out)
+    rejected = sorted(summary["rejected"].items(), key=lambda kv: -kv[1])
+    total = sum(n for _, n in rejected)
+    print(f"rejected rows: {total:,}" + (" (see rejected/)" if total else ""), file=out)
+    for reason, n in rejected[:limit]:
+        print(f"  {n:>10,}  {reason}", file=out)
+    _more(len(rejected), limit, out)
 
 
 def join(base: str, name: str) -> str:
     """``base/name`` for local paths and URLs alike."""
     return base.rstrip("/") + "/" + name
+
+
+_QS = [i / 200 for i in range(201)]
 
 
 def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
@@ -203,7 +235,6 @@ def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
     except ImportError:
         print(
             "matplotlib is not installed: no plots (pip install 'tickwheel[spark]')",
@@ -212,73 +243,233 @@ def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
         return []
     from pyspark.sql import functions as F
 
-    written = []
-    qs = [i / 200 for i in range(201)]
-    cdf = (
-        outcomes.where(F.col("outcome") == "completed")
-        .groupBy("timeout_ms")
+    completed = F.col("outcome") == "completed"
+    cdf = [
+        (r["timeout_ms"], r["q"], r["n"], r["done"], r["at_once"])
+        for r in outcomes.groupBy("timeout_ms")
         .agg(
-            F.percentile_approx("latency_ms", qs, 10_000).alias("q"),
+            F.percentile_approx(
+                F.when(completed, F.col("latency_ms")), _QS, 10_000
+            ).alias("q"),
             F.count("*").alias("n"),
+            F.sum(completed.cast("long")).alias("done"),
+            F.sum((completed & (F.col("latency_ms") == 0)).cast("long")).alias(
+                "at_once"
+            ),
         )
         .orderBy("timeout_ms")
         .collect()
+    ]
+    totals, parts, worst = _size_series(sizes)
+    paths = [os.path.join(output, n) for n in ("latency_cdf.png", "purgatory_size.png")]
+    _save(latency_figure(cdf, sweep), paths[0])
+    _save(size_figure(totals, parts, worst), paths[1])
+    return paths
+
+
+def _save(fig: Any, path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _setting(timeout: Any, sweep: bool) -> str:
+    if timeout is None:
+        return "each request's own timeout"
+    return (
+        f"timeout {timeout:,} ms"
+        if sweep
+        else f"requests whose timeout is {timeout:,} ms"
     )
-    totals = {
-        r["timeout_ms"]: r["n"]
-        for r in outcomes.groupBy("timeout_ms")
-        .count()
-        .withColumnRenamed("count", "n")
-        .collect()
-    }
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for row in cdf:
-        share = row["n"] / totals[row["timeout_ms"]]
+
+
+def latency_figure(rows: list[tuple[Any, ...]], sweep: bool) -> Any:
+    """CDF of completed latency, one line per setting; latency 0 is shown, not hidden.
+
+    ``rows``: (timeout, 201 latency quantiles of completed requests or None,
+    requests, completed, completed at once).  The x axis is linear up to 1 ms
+    and logarithmic above it (symlog), so requests completed at once sit at 0.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for timeout, qs, n, done, at_once in rows:
+        if not qs or not n:
+            continue
+        share = done / n
         label = (
-            f"timeout {row['timeout_ms']} ms"
-            if sweep
-            else f"requests with timeout_ms={row['timeout_ms']}"
+            f"{_setting(timeout, sweep)}: {done / n:.0%} completed, "
+            f"{at_once / n:.0%} at once (0 ms)"
         )
-        ax.plot([max(v, 0.5) for v in row["q"]], [q * share for q in qs], label=label)
-    ax.set_xscale("log")
-    ax.set_xlabel("latency of completed requests (ms, log)")
-    ax.set_ylabel("share of all requests completed")
+        ax.step(qs, [q * share for q in _QS], where="post", label=label)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("latency of completed requests (ms; 0 = completed at once)")
+    ax.set_ylabel("share of all requests completed by then")
     ax.set_title("acks=all produce latency (event-time replay)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    path = os.path.join(output, "latency_cdf.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    _legend(ax)
+    return fig
 
-    size = (
-        sizes.groupBy("timeout_ms", "window_start_ms")
-        .agg(F.sum("pending_end").alias("pending"), F.sum("pending_max").alias("peak"))
-        .orderBy("timeout_ms", "window_start_ms")
+
+def _legend(ax: Any) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "nothing to show", ha="center", transform=ax.transAxes)
+
+
+def _size_series(sizes: Any, top: int = 4) -> tuple[list[Any], list[Any], Any]:
+    """(total pending per setting and second, the top partitions', their setting).
+
+    The top partitions (largest peak) are those of the setting whose total
+    peaks highest; only their rows are collected, not every partition's.
+    """
+    from pyspark.sql import functions as F
+
+    totals = [
+        (r[0], r[1], r[2])
+        for r in sizes.groupBy("timeout_ms", "window_start_ms")
+        .agg(F.sum("pending_end"))
         .collect()
+    ]
+    if not totals:
+        return [], [], None
+    worst = max(totals, key=lambda r: r[2] or 0)[0]
+    mine = sizes.where(
+        F.col("timeout_ms").isNull() if worst is None else F.col("timeout_ms") == worst
     )
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    series: dict[Any, tuple[list[float], list[int]]] = {}
-    for row in size:
-        xs, ys = series.setdefault(row["timeout_ms"], ([], []))
-        xs.append(row["window_start_ms"] / 1000)
-        ys.append(row["pending"])
-    t0 = min((xs[0] for xs, _ in series.values() if xs), default=0.0)
-    for timeout, (xs, ys) in series.items():
-        label = "row timeouts" if timeout is None else f"timeout {timeout} ms"
-        ax.step([x - t0 for x in xs], ys, where="post", label=label)
+    ranked = [
+        r[0]
+        for r in mine.groupBy("partition")
+        .agg(F.max("pending_end").alias("peak"))
+        .orderBy(F.desc("peak"), "partition")
+        .limit(top)
+        .collect()
+    ]
+    parts = [
+        (r[0], r[1], r[2])
+        for r in mine.where(F.col("partition").isin(ranked))
+        .select("partition", "window_start_ms", "pending_end")
+        .collect()
+    ]
+    return totals, parts, worst
+
+
+def _series(rows: list[tuple[Any, ...]]) -> dict[Any, dict[int, int]]:
+    """{key: {window start ms: pending}} (key: timeout or partition)."""
+    out: dict[Any, dict[int, int]] = {}
+    for key, window, pending in rows:
+        per = out.setdefault(key, {})
+        per[window] = per.get(window, 0) + (pending or 0)
+    return out
+
+
+def size_figure(
+    totals: list[tuple[Any, ...]],
+    parts: list[tuple[Any, ...]],
+    parts_timeout: Any = None,
+) -> Any:
+    """Pending requests over event time: the total per setting, the top partitions.
+
+    ``totals``: (timeout, window start ms, pending at its end, summed over
+    partitions); ``parts``: (partition, window start ms, pending) for the
+    few partitions to draw, thin, under the totals (of the setting
+    ``parts_timeout``, named in a sweep).
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    t0 = min((w for _, w, _ in totals), default=0)
+    series = _series(totals)
+    for timeout in sorted(series, key=lambda t: (t is None, t or 0)):
+        per = series[timeout]
+        label = "all partitions"
+        if len(series) > 1:
+            label += f", {_setting(timeout, True)}"
+        _step(ax, per, t0, label, linewidth=2)
+    where = f", {_setting(parts_timeout, True)}" if len(series) > 1 else ""
+    ranked = sorted(_series(parts).items(), key=lambda kv: -max(kv[1].values()))
+    for part, per in ranked:
+        _step(ax, per, t0, f"partition {part}{where}", linewidth=1, alpha=0.8)
     ax.set_xlabel("event time (s since the first event)")
-    ax.set_ylabel("pending requests (all partitions)")
+    ax.set_ylabel("requests waiting in the purgatory")
     ax.set_title("purgatory size at the end of each second")
     ax.grid(True, alpha=0.3)
-    ax.legend()
-    path = os.path.join(output, "purgatory_size.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-    return written
+    _legend(ax)
+    return fig
+
+
+def _step(ax: Any, per: dict[int, int], t0: int, label: str, **style: Any) -> None:
+    xs = sorted(per)
+    ax.step(
+        [(x - t0) / 1000 for x in xs],
+        [per[x] for x in xs],
+        where="post",
+        label=label,
+        **style,
+    )
+
+
+def preflight(
+    input_path: str,
+    output: str,
+    *,
+    fmt: str | None = None,
+    overwrite: bool = False,
+    keep: tuple[str, ...] = (),
+    master: str | None = None,
+) -> tuple[InputInfo, list[str]]:
+    """Every check that needs no Spark, in the order a user would fix them.
+
+    Also finishes or removes what killed runs left beside OUTPUT (see
+    :func:`tickwheel.spark.commit.recover`).  ``master=None`` skips the
+    Java and master checks (a session is given).
+
+    :return: (what the input holds, lines about recovered staging dirs)
+    :raises ReplayUsageError: with one line saying what is wrong
+    """
+    from .commit import recover
+    from .validate import check_apart, check_java, check_master, check_output, is_url
+
+    recovered = [] if is_url(output) else recover(output)
+    info = inspect_input(input_path, fmt)
+    check_apart(input_path, output)
+    check_output(output, overwrite, keep)
+    if master is not None:
+        check_master(master)
+        check_java()
+    return info, recovered
+
+
+def _check_remote_output(spark: Any, output: str, overwrite: bool) -> None:
+    """A remote OUTPUT must not hold anything unless ``overwrite`` (Hadoop FS)."""
+    from .validate import ReplayUsageError
+
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(output)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return
+    if not fs.getFileStatus(path).isDirectory():
+        raise ReplayUsageError(f"OUTPUT {output!r} is an existing file")
+    if len(fs.listStatus(path)) and not overwrite:
+        raise ReplayUsageError(
+            f"OUTPUT {output!r} is not empty; give a new directory, or "
+            "--overwrite to replace the outputs this tool writes there"
+        )
+
+
+def _engine_mode(meta: list[dict[str, Any]]) -> str:
+    accelerated = sorted({bool(r["accelerated"]) for r in meta})
+    if accelerated == [True]:
+        return "accelerated"
+    if accelerated == [False]:
+        return "pure Python"
+    return "mixed (some workers pure Python)" if accelerated else "no tasks"
 
 
 def run_replay(
@@ -294,66 +485,162 @@ def run_replay(
     plots: bool = True,
     out: TextIO | None = None,
     spark: Any = None,
+    overwrite: bool = False,
+    keep: tuple[str, ...] = (),
+    console: Any = None,
 ) -> int:
     """Run the replay job; return the exit code (0: nothing rejected, 1: some rows).
 
+    Checks everything it can before Spark starts (:func:`preflight`), writes
+    the results to a staging directory beside a local OUTPUT and moves them
+    into place at the end with a ``_SUCCESS`` manifest
+    (:mod:`tickwheel.spark.commit`).
+
     :param input_path: events (Parquet dataset/file, CSV or JSON lines)
-    :param output: output directory (created; existing outputs are replaced)
+    :param output: output directory: new or empty, unless ``overwrite``
     :param master: Spark master URL
     :param timeout_ms: None (row timeouts) or timeouts to sweep in one pass
     :param replica_lag_max_ms: None (fixed ISR) or the ISR lag limit
     :param conf: further Spark settings for the session this builds
     :param out: where progress and the summary go (default: sys.stdout)
     :param spark: an existing SparkSession to use (default: build one)
+    :param overwrite: replace the files an earlier run listed in its manifest
+    :param keep: entries of OUTPUT that may be there (``input`` for --demo)
+    :param console: a :class:`~tickwheel.spark._console.SparkConsole` (the
+        CLI's: Spark's log to a file); default: Spark's own console output
+    :raises ReplayUsageError: (a ValueError) for bad arguments or input
     """
-    if out is None:
-        out = sys.stdout
-    from ._glue import replay_to, spark_session
     from .engine import _check_lag, normalize_timeouts
+    from .validate import is_url, local_path
 
-    normalize_timeouts(list(timeout_ms) if timeout_ms else None)
+    out = sys.stdout if out is None else out
+    output = local_path(output)
+    timeouts = list(timeout_ms) if timeout_ms else None
+    normalize_timeouts(timeouts)
     _check_lag(replica_lag_max_ms)
+    info, recovered = preflight(
+        input_path,
+        output,
+        fmt=fmt,
+        overwrite=overwrite,
+        keep=keep,
+        master=master if spark is None else None,
+    )
+    for line in recovered:
+        print(line, file=out)
     progress = _Progress(STAGES, out)
     progress.stage(f"starting Spark ({master})")
     if spark is None:
-        spark = spark_session(master, ui=ui, extra_conf=conf)
+        spark = _start_spark(master, ui, conf or {}, console)
     progress.done(f"Spark {spark.version}")
-
-    progress.stage(f"reading {input_path}")
-    events = read_events(spark, input_path, fmt)
-    progress.done(f"columns {events.columns}")
-
-    settings = "row timeouts" if not timeout_ms else f"timeouts {list(timeout_ms)} ms"
-    isr = (
-        "fixed ISR"
-        if replica_lag_max_ms is None
-        else f"replica lag max {replica_lag_max_ms} ms"
+    remote = is_url(output)
+    if remote:
+        _check_remote_output(spark, output, overwrite)
+    code = _run_staged(
+        spark, progress, info, output, remote, timeouts, replica_lag_max_ms, plots
     )
+    print(
+        f"total {time.perf_counter() - progress.started:.1f} s; outputs in {output}",
+        file=out,
+    )
+    return code
+
+
+def _run_staged(
+    spark: Any,
+    progress: _Progress,
+    info: InputInfo,
+    output: str,
+    remote: bool,
+    timeouts: list[int] | None,
+    lag_ms: int | None,
+    plots: bool,
+) -> int:
+    """Stages 2-6 into a staging directory (local OUTPUT), then the commit.
+
+    A failure before the commit removes the staging directory; one during
+    the commit leaves it with its journal, for :func:`commit.recover`.
+    """
+    import shutil
+
+    from .commit import commit, stage
+
+    target = output if remote else stage(output)
+    try:
+        read = _read_and_replay(spark, progress, info, target, timeouts, lag_ms)
+        code = _summarize_and_plot(spark, progress, read, target, plots)
+    except BaseException:
+        if not remote:
+            shutil.rmtree(target, ignore_errors=True)
+        raise
+    if not remote:
+        commit(
+            target,
+            output,
+            {"input": info.path, "timeout_ms": timeouts, "replica_lag_max_ms": lag_ms},
+        )
+    return code
+
+
+def _start_spark(master: str, ui: bool, conf: dict[str, str], console: Any) -> Any:
+    from ._console import jvm_stderr
+    from ._glue import spark_session
+
+    if console is None:  # called from Python: Spark's own console behaviour
+        return spark_session(master, ui=ui, extra_conf=conf)
+    with jvm_stderr(console):
+        return spark_session(
+            master,
+            ui=ui,
+            progress=console.progress,
+            extra_conf={**conf, **console.conf},
+        )
+
+
+def _read_and_replay(
+    spark: Any,
+    progress: _Progress,
+    info: InputInfo,
+    target: str,
+    timeouts: list[int] | None,
+    lag_ms: int | None,
+) -> dict[str, Any]:
+    """Stages 2-3: read the events, replay them and write the datasets to ``target``.
+
+    :return: the settings part of the summary (input, events, engine mode)
+    """
+    from ._glue import replay_to
+
+    progress.stage(f"reading {info.path}")
+    events = read_events(spark, info.path, info=info)
+    extra = f"; ignoring extra column(s) {', '.join(info.extra)}" if info.extra else ""
+    progress.done(f"{info.format}{extra}")
+
+    settings = "row timeouts" if not timeouts else f"timeouts {timeouts} ms"
+    isr = "fixed ISR" if lag_ms is None else f"replica lag max {lag_ms} ms"
     progress.stage(f"replaying through the purgatory ({settings}, {isr}) and writing")
-    if "://" not in output:
-        os.makedirs(output, exist_ok=True)
-    meta = replay_to(
-        events, output, list(timeout_ms) if timeout_ms else None, replica_lag_max_ms
-    )
+    meta = replay_to(events, target, timeouts, lag_ms)
     events_n = sum(r["events"] for r in meta)
-    accelerated = sorted({bool(r["accelerated"]) for r in meta})
-    mode = (
-        "accelerated"
-        if accelerated == [True]
-        else "pure Python"
-        if accelerated == [False]
-        else "mixed (some workers pure Python)"
-        if accelerated
-        else "no tasks"
-    )
-    progress.done(
-        f"{events_n:,} events, {len(meta)} engine tasks, engine {mode}; "
-        f"wrote outcomes/, purgatory_size/, rejected/ to {output}"
-    )
+    mode = _engine_mode(meta)
+    progress.done(f"{events_n:,} events, {len(meta)} engine tasks, engine {mode}")
+    return {
+        "timeout_ms": timeouts,
+        "replica_lag_max_ms": lag_ms,
+        "input": info.path,
+        "events": events_n,
+        "engine": mode,
+        "reject_reasons": list(REJECT_REASONS) + ["invalid <column>"],
+    }
 
+
+def _summarize_and_plot(
+    spark: Any, progress: _Progress, settings: dict[str, Any], target: str, plots: bool
+) -> int:
+    """Stages 4-6: count rejected rows, summarize, plot; return the exit code."""
+    out = progress.out
     progress.stage("counting rejected rows")
-    outcomes = spark.read.parquet(join(output, "outcomes"))
-    rejected = spark.read.parquet(join(output, "rejected"))
+    outcomes = spark.read.parquet(join(target, "outcomes"))
+    rejected = spark.read.parquet(join(target, "rejected"))
     rejected_counts = {
         r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()
     }
@@ -361,29 +648,17 @@ def run_replay(
 
     progress.stage("summarizing")
     summary = summarize(outcomes, rejected_counts)
-    summary["settings"] = {
-        "timeout_ms": list(timeout_ms) if timeout_ms else None,
-        "replica_lag_max_ms": replica_lag_max_ms,
-        "input": input_path,
-        "events": events_n,
-        "engine": mode,
-        "reject_reasons": list(REJECT_REASONS) + ["invalid <column>"],
-    }
-    if "://" not in output:
-        with open(os.path.join(output, "summary.json"), "w") as fh:
+    summary["settings"] = settings
+    if "://" not in target:
+        with open(os.path.join(target, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
     progress.done()
     print_summary(summary, out)
 
     progress.stage("plotting")
-    sizes = spark.read.parquet(join(output, "purgatory_size"))
-    sweep = bool(timeout_ms)
-    written = (
-        _plots(outcomes, sizes, output, sweep) if plots and "://" not in output else []
-    )
+    sizes = spark.read.parquet(join(target, "purgatory_size"))
+    local = plots and "://" not in target
+    sweep = bool(settings["timeout_ms"])
+    written = _plots(outcomes, sizes, target, sweep) if local else []
     progress.done(", ".join(os.path.basename(p) for p in written) or "skipped")
-    print(
-        f"total {time.perf_counter() - progress.started:.1f} s; outputs in {output}",
-        file=out,
-    )
     return 1 if sum(rejected_counts.values()) else 0
