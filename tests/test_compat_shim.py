@@ -1,9 +1,10 @@
 """The shim over CPython details (``src/tickwheel/_compat.h``) took the right branch.
 
-Issue 18 kept two CPython details in the compiled core, each behind a
-``PY_VERSION_HEX`` guard in ``_compat.h`` (the clock read in C, the type's
-dict for the METH_FASTCALL ``schedule``), and the purgatory's GIL-as-mutex
-lock, guarded at import.  These tests recompute each decision from the
+Issue 18 kept three CPython details in the compiled core, each behind a
+guard in ``_compat.h`` (the clock read in C, the type's dict for the
+METH_FASTCALL ``schedule``, the TimerTask freelist in ``tp_alloc``/``tp_free``,
+off on free-threaded builds), and the purgatory's GIL-as-mutex lock, guarded
+at import.  These tests recompute each decision from the
 running interpreter and compare it with what the build reports, so a guard
 that picks the wrong branch on some CPython fails here; and they fail loudly
 on a CPython the guards were never checked against.
@@ -51,6 +52,9 @@ def test_compat_shim_decisions() -> None:
         "c_clock": clock != "time.monotonic_ns",
         "type_dict": "PyType_GetDict" if sys.version_info >= (3, 12) else "tp_dict",
         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "freelist": (
+            "none" if sysconfig.get_config_var("Py_GIL_DISABLED") else "tp_alloc/tp_free"
+        ),
     }
 
 
@@ -93,3 +97,60 @@ def test_compat_shim_header_guards() -> None:
     # No private CPython API behind any guard.
     for private in ("_PyTime_", "ob_digit", "_PyLong", "__pyx_"):
         assert private not in text, private
+
+
+def test_compat_shim_freelist_recycles_exact_tasks_only() -> None:
+    # The freelist parks freed TimerTask nodes (up to 256) and hands them back
+    # as fresh tasks; subclass instances (Python or _purgatory's C subtype)
+    # are never parked.
+    import gc
+
+    from tickwheel import _wheel
+
+    if _wheel._compat()["freelist"] == "none":
+        pytest.skip("no freelist on this build")
+    core = _wheel.TimerCore(manual=True)
+    tasks = [core.schedule(10, print, i) for i in range(300)]
+    for task in tasks:
+        task.cancel()
+    del tasks, task
+    gc.collect()
+    assert _wheel._freelist_size() == 256
+
+    fresh = core.schedule(5, divmod, 7, 2)
+    assert _wheel._freelist_size() == 255
+    assert (fresh.fn, fresh.args, fresh.delay_ms, fresh.pending) == (divmod, (7, 2), 5, True)
+    assert fresh.expiration_ms == 5 and fresh.state == "pending"
+    plain = _wheel.TimerTask(3, print)
+    assert (plain.delay_ms, plain.fn, plain.args, plain.pending) == (3, print, (), False)
+    del plain
+    assert _wheel._freelist_size() == 255
+
+    class Sub(_wheel.TimerTask):
+        pass
+
+    subs = [Sub(1, print) for _ in range(10)]
+    assert _wheel._freelist_size() == 255  # not taken from the freelist
+    del subs
+    gc.collect()
+    assert _wheel._freelist_size() == 255  # nor parked there
+    fresh.cancel()
+    del fresh
+    assert _wheel._freelist_size() == 256
+
+    try:
+        from tickwheel import _purgatory
+    except ImportError:
+        return
+
+    class Op(_purgatory.DelayedOperation):
+        def try_complete(self):
+            return False
+
+        def on_complete(self):
+            pass
+
+    ops = [Op(10) for _ in range(10)]
+    del ops
+    gc.collect()
+    assert _wheel._freelist_size() == 256

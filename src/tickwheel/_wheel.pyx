@@ -105,6 +105,12 @@ cdef extern from "_compat.h":
     const char *TW_COMPAT_CLOCK
     const char *TW_COMPAT_TYPE_DICT
     bint TW_COMPAT_FREE_THREADED
+    # The TimerTask freelist in tp_alloc/tp_free (none on free-threaded builds).
+    ctypedef PyObject *(*allocfunc)(PyTypeObject *t, Py_ssize_t n) noexcept
+    PyObject *tw_freelist_alloc(PyTypeObject *t, Py_ssize_t n, size_t size) noexcept
+    int tw_install_freelist(PyTypeObject *t, allocfunc alloc, size_t size)
+    Py_ssize_t tw_freelist_size()
+    const char *TW_COMPAT_FREELIST
 
 
 @cython.cdivision(True)
@@ -203,9 +209,9 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
 
 
 # A new TimerTask comes from its type's own tp_new (Cython's, called in C by
-# TimerTask.__new__): no freelist and no hand-written struct access.  Issue
-# 18 measured both (docs/design.md "CPython internals"): a freelist in
-# tp_free saved 4.6 % on W2-sliding and nothing on W1 or the purgatory.
+# TimerTask.__new__), with no hand-written struct access; its memory comes
+# from _compat.h's freelist (tp_alloc/tp_free, installed at the end of this
+# module; docs/design.md "CPython internals").
 cdef extern from "Python.h":
     # On borrowed pointers (Cython's Py_INCREF/Py_DECREF take objects).
     void TW_INCREF "Py_INCREF"(PyObject *o) noexcept
@@ -1692,6 +1698,18 @@ cdef int _install_fast_schedule() except -1:
 
 
 _install_fast_schedule()
+cdef PyObject *_task_alloc(PyTypeObject *t, Py_ssize_t n) noexcept:
+    # TimerTask's tp_alloc: sizeof(TimerTask) is a constant here.
+    return tw_freelist_alloc(t, n, sizeof(TimerTask))
+
+
+# Before any TimerTask exists (and before _purgatory's subtype is readied).
+tw_install_freelist(<PyTypeObject *>TimerTask, _task_alloc, sizeof(TimerTask))
+
+
+def _freelist_size():
+    """How many freed TimerTask nodes the freelist holds (for tests)."""
+    return tw_freelist_size()
 
 
 def _compat():
@@ -1701,4 +1719,5 @@ def _compat():
         "c_clock": TW_HAVE_C_CLOCK,
         "type_dict": TW_COMPAT_TYPE_DICT.decode(),
         "free_threaded": TW_COMPAT_FREE_THREADED,
+        "freelist": TW_COMPAT_FREELIST.decode(),
     }
