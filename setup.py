@@ -66,6 +66,8 @@ else:
         Extension(
             "tickwheel._wheel",
             ["src/tickwheel/_wheel.pyx"],
+            # _compat.h, the shim over CPython details (see its header comment).
+            include_dirs=["src/tickwheel"],
             define_macros=macros,
             extra_compile_args=extra_compile_args,
         ),
@@ -74,6 +76,7 @@ else:
         Extension(
             "tickwheel._purgatory",
             ["src/tickwheel/_purgatory.pyx"],
+            include_dirs=["src/tickwheel"],
             define_macros=macros,
             extra_compile_args=extra_compile_args,
         ),

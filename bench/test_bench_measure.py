@@ -33,7 +33,7 @@ def test_stall_smoke(impl):
 def test_memory_smoke_tickwheel_frees_on_cancel():
     result = memory("tickwheel", 5_000)
     assert 60 <= result["traced_bytes_per_timer"] <= 120
-    # What stays is fixed (freelist, wheel levels), not per timer.
+    # What stays is fixed (the freelist, the wheel levels), not per timer.
     assert result["held_after_cancel_bytes_per_timer"] * result["traced_n"] < 64 * 1024
 
 

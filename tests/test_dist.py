@@ -159,6 +159,7 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         "src/tickwheel/_purgatory.pyx",
         "src/tickwheel/spark/_replay.pyx",
         "src/tickwheel/_wheel.pxd",
+        "src/tickwheel/_compat.h",
         "src/tickwheel/_wheel_py.py",
         "src/tickwheel/_version.py",
         "src/tickwheel/py.typed",

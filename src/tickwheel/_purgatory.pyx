@@ -29,6 +29,7 @@ cdef extern from "pythread.h":
     ) nogil
 
 import logging
+import sys
 import time
 
 from tickwheel._wheel import TimerTask as _TimerTask
@@ -47,6 +48,24 @@ cdef object _monotonic = time.monotonic
 
 
 # -- the operations' and shards' lock ----------------------------------------------
+# _Lock uses the GIL as its mutex: an uncontended acquire is a flag test
+# and store, with no system lock allocated.  Issue 18 measured the
+# alternative, a PyThread_type_lock per lock (public API, correct without a
+# GIL): 5.7 % more instructions per purgatory request (docs/design.md
+# "CPython internals"), so the flag stays.  It needs a GIL: a free-threaded
+# CPython enables it when importing this module (which does not declare
+# itself free-threading safe) unless PYTHON_GIL=0 forces it off, and then
+# the import fails (purgatory.py warns and runs the pure-Python purgatory).
+cdef extern from "_compat.h":
+    bint TW_COMPAT_FREE_THREADED
+
+if TW_COMPAT_FREE_THREADED and not sys._is_gil_enabled():
+    raise ImportError(
+        "tickwheel._purgatory uses the GIL as its locks' mutex and the GIL is "
+        "disabled (PYTHON_GIL=0 on a free-threaded build)"
+    )
+
+
 @cython.final
 cdef class _Lock:
     """A non-reentrant lock with threading.Lock's API, taken in C by the purgatory.

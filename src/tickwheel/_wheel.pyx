@@ -93,28 +93,24 @@ cdef extern from *:
     """
     PyObject *tw_weakref_get(PyObject *ref) noexcept
 
-cdef extern from *:
-    """
-    #if defined(__linux__)
-    #include <time.h>
-    #endif
-    static inline int64_t tw_monotonic_ns(void) {
-    #if defined(__linux__) && defined(CLOCK_MONOTONIC)
-        /* The clock time.monotonic_ns() reads on Linux, without the
-           conversion layers of _PyTime (about 60 instructions less). */
-        struct timespec ts;
-        if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) { return -1; }
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    #elif PY_VERSION_HEX >= 0x030D0000
-        PyTime_t t;
-        if (PyTime_MonotonicRaw(&t) < 0) { return -1; }
-        return (int64_t)t;
-    #else
-        return (int64_t)_PyTime_GetMonotonicClock();
-    #endif
-    }
-    """
+# CPython details behind one shim (src/tickwheel/_compat.h, version-guarded;
+# docs/design.md "CPython internals" has the measurements that keep them).
+cdef extern from "_compat.h":
+    # The clock time.monotonic_ns() reads, in C (TW_HAVE_C_CLOCK: 0 where
+    # no public C call reads it; then the core calls time.monotonic_ns()).
+    bint TW_HAVE_C_CLOCK
     int64_t tw_monotonic_ns() nogil
+    # For the METH_FASTCALL schedule() below: a new reference to a type's dict.
+    object tw_type_dict(PyTypeObject *t)
+    const char *TW_COMPAT_CLOCK
+    const char *TW_COMPAT_TYPE_DICT
+    bint TW_COMPAT_FREE_THREADED
+    # The TimerTask freelist in tp_alloc/tp_free (none on free-threaded builds).
+    ctypedef PyObject *(*allocfunc)(PyTypeObject *t, Py_ssize_t n) noexcept
+    PyObject *tw_freelist_alloc(PyTypeObject *t, Py_ssize_t n, size_t size) noexcept
+    int tw_install_freelist(PyTypeObject *t, allocfunc alloc, size_t size)
+    Py_ssize_t tw_freelist_size()
+    const char *TW_COMPAT_FREELIST
 
 
 @cython.cdivision(True)
@@ -181,8 +177,7 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
     cdef int overflow = 0
     cdef double d
     if type(delay_ms) is int:
-        if not tw_small_int(delay_ms, &value):
-            value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
+        value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
         if overflow == 0 and -C_MAX_DELAY_MS <= value <= C_MAX_DELAY_MS:
             if task is not None:
                 task._delay_ms = <double>value
@@ -213,13 +208,10 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
     return <int64_t>ceil(d * <double>NS_PER_MS)
 
 
-# -- TimerTask freelist -------------------------------------------------------
-# add+cancel is the purgatory's steady state, and allocating plus freeing the
-# node was ~28% of its instructions (callgrind).  Cython's @freelist refuses
-# subtypes (TimerTask extends TimerTaskEntry), so the freelist lives in the
-# type's tp_free: Cython's dealloc has already cleared every field to NULL
-# when it calls tp_free, so parking the memory there is safe, and only exact
-# TimerTask instances are parked (subclasses free normally).
+# A new TimerTask comes from its type's own tp_new (Cython's, called in C by
+# TimerTask.__new__), with no hand-written struct access; its memory comes
+# from _compat.h's freelist (tp_alloc/tp_free, installed at the end of this
+# module; docs/design.md "CPython internals").
 cdef extern from "Python.h":
     # On borrowed pointers (Cython's Py_INCREF/Py_DECREF take objects).
     void TW_INCREF "Py_INCREF"(PyObject *o) noexcept
@@ -228,88 +220,18 @@ cdef extern from "Python.h":
 
 cdef extern from *:
     """
-    #define TW_FREELIST_MAX 256
-    static PyObject *tw_freelist[TW_FREELIST_MAX];
-    static Py_ssize_t tw_freecount = 0;
-    static PyTypeObject *tw_task_type = NULL;
-
-    static void tw_task_free(void *op) {
-        if (Py_TYPE((PyObject *)op) == tw_task_type && tw_freecount < TW_FREELIST_MAX) {
-            tw_freelist[tw_freecount++] = (PyObject *)op;
-        } else {
-            PyObject_Free(op);
-        }
-    }
-
-    /* A recycled TimerTask with refcount 1 and every field zero/NULL, or
-       NULL.  ``size`` is the struct's size, a constant where TW_TASK_POP
-       expands, so the memset becomes a few stores. */
-    static CYTHON_INLINE PyObject *tw_task_pop_sized(size_t size) {
-        PyObject *o;
-        if (tw_freecount == 0) { return NULL; }
-        o = tw_freelist[--tw_freecount];
-        memset((char *)o + sizeof(PyObject), 0, size - sizeof(PyObject));
-        return PyObject_Init(o, tw_task_type);
-    }
-    #define TW_TASK_POP() \
-        tw_task_pop_sized(sizeof(struct __pyx_obj_9tickwheel_6_wheel_TimerTask))
-
-    static int tw_install_freelist(PyTypeObject *t) {
-        if (t->tp_free != PyObject_Free) { return 0; }
-        tw_task_type = t;
-        t->tp_free = tw_task_free;
-        return 1;
-    }
-
-    static Py_ssize_t tw_freelist_size(void) { return tw_freecount; }
-
     /* A borrowed list item through a borrowed list pointer (no refcounting). */
     #define TW_LIST_ITEM(l, i) PyList_GET_ITEM((l), (i))
 
-
-    /* Expanded where Cython's struct is defined: fill the object fields of
-       a new node (all NULL, so nothing is released): no bucket, the callable
-       and its arguments.  The ring links are borrowed pointers and stay NULL
-       (unlinked). */
-    #define TW_TASK_INIT(o, fn, args) do { \
-        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *p_ = \
-            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
-        p_->__pyx_base._list = (void *)Py_None; Py_INCREF(Py_None); \
-        Py_INCREF(fn); p_->_fn = (fn); \
-        Py_INCREF(args); p_->_args = (args); \
-    } while (0)
-
-    /* A small int's value without a call (1: *out is set; 0: use the C API).
-       "Small" is one digit, |v| < 2**30, so any such delay is in range. */
-    static CYTHON_INLINE int tw_small_int(PyObject *o, long long *out) {
-    #if defined(PYPY_VERSION) || defined(Py_LIMITED_API)
-        (void)o; (void)out;
-        return 0;
-    #elif PY_VERSION_HEX >= 0x030C0000
-        if (!PyUnstable_Long_IsCompact((PyLongObject *)o)) { return 0; }
-        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)o);
-        return 1;
-    #else
-        switch (Py_SIZE(o)) {
-        case 0: *out = 0; return 1;
-        case 1: *out = (long long)((PyLongObject *)o)->ob_digit[0]; return 1;
-        case -1: *out = -(long long)((PyLongObject *)o)->ob_digit[0]; return 1;
-        default: return 0;
-        }
-    #endif
-    }
-
     /* Does this TimerTask subtype keep TimerTask's tp_new (any Python
-       subclass without __new__)?  Then tp_alloc plus None fields is all its
-       tp_new would do, minus the generic argument adapter (~400
-       instructions); see TimerCore._schedule_as. */
-    static int tw_keeps_task_new(PyObject *t) {
-        return ((PyTypeObject *)t)->tp_new == tw_task_type->tp_new;
+       subclass without __new__)?  Then it is made as TimerTask is, and
+       _add's checks for a re-added task are skipped; see
+       TimerCore._schedule_as. */
+    static int tw_keeps_task_new(PyObject *t, PyObject *base) {
+        return ((PyTypeObject *)t)->tp_new == ((PyTypeObject *)base)->tp_new;
     }
-    static PyObject *tw_alloc(PyObject *t) {
-        return ((PyTypeObject *)t)->tp_alloc((PyTypeObject *)t, 0);
-    }
-    /* Any other subtype: through its own tp_new. */
+    /* A new instance through the type's tp_new, without the generic call
+       adapter of type.__call__ / cls.__new__ (~400 instructions). */
     static PyObject *tw_new_instance(PyObject *t) {
         PyObject *args = PyTuple_New(0), *o;
         if (args == NULL) { return NULL; }
@@ -318,30 +240,16 @@ cdef extern from *:
         return o;
     }
     """
-    void TW_TASK_INIT(PyObject *o, PyObject *fn, PyObject *args)
-    PyObject *TW_TASK_POP()
-    bint tw_small_int(object o, long long *out)
-    int tw_install_freelist(PyTypeObject *t)
-    Py_ssize_t tw_freelist_size()
     PyObject *TW_LIST_ITEM(PyObject *l, Py_ssize_t i)
     object tw_new_instance(object t)
-    int tw_keeps_task_new(object t)
-    PyObject *tw_alloc(object t)
+    int tw_keeps_task_new(object t, object base)
 
 
 cdef inline TimerTask _new_task(object fn, tuple args):
-    """A new TimerTask holding ``fn(*args)``, from the freelist when it can."""
-    cdef PyObject *o = TW_TASK_POP()
-    cdef TimerTask task
-    if o is NULL:
-        # What tp_new does, minus its call adapter: allocate (zeroed), fill.
-        o = tw_alloc(TimerTask)
-        if o is NULL:
-            raise MemoryError()
-    # Fields filled before Cython sees the object: none is left NULL.
-    TW_TASK_INIT(o, <PyObject *>fn, <PyObject *>args)
-    task = <TimerTask>o  # a second reference ...
-    Py_DECREF(task)  # ... dropped: `task` owns the only one
+    """A new TimerTask holding ``fn(*args)``."""
+    cdef TimerTask task = TimerTask.__new__(TimerTask)
+    task._fn = fn
+    task._args = args
     return task
 
 
@@ -1184,7 +1092,7 @@ cdef class TimerCore:
     cdef int64_t _now_ns(self) except? -1:
         if self._manual:
             return self._manual_now_ns
-        if self._fast_clock:
+        if TW_HAVE_C_CLOCK and self._fast_clock:
             return tw_monotonic_ns()
         return self._clock()
 
@@ -1292,18 +1200,14 @@ cdef class TimerCore:
     cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,
                                 tuple args):
         cdef TimerTask task
-        cdef PyObject *o
         cdef int64_t delay_ns
         if task_type is TimerTask:
             task = _new_task(fn, args)  # schedule()'s path
-        elif tw_keeps_task_new(task_type):
+        elif tw_keeps_task_new(task_type, TimerTask):
             # No __init__, no **kwargs dict, no Python frame, no tp_new adapter.
-            o = tw_alloc(task_type)
-            if o is NULL:
-                raise MemoryError()
-            TW_TASK_INIT(o, <PyObject *>fn, <PyObject *>args)
-            task = <TimerTask>o
-            Py_DECREF(task)
+            task = <TimerTask>tw_new_instance(task_type)
+            task._fn = fn
+            task._args = args
         else:
             # A subtype with its own __new__, which may have done anything:
             # the full checks of _add.
@@ -1693,10 +1597,12 @@ cdef class TimerCore:
 
 # -- METH_FASTCALL schedule ---------------------------------------------------
 # Cython builds a fresh dict for **kwargs on every call of a def method, even
-# with no keywords: about 150 instructions plus a GC-tracked allocation per
-# schedule().  This replaces TimerCore.schedule with a METH_FASTCALL |
-# METH_KEYWORDS method descriptor that builds the dict only when keywords are
-# given.  If installing it fails, the def above stays in place.
+# with no keywords, and a bound CyFunction adds its own call adapter.  This
+# replaces TimerCore.schedule with a METH_FASTCALL | METH_KEYWORDS method
+# descriptor (public C API) that builds the dict only when keywords are
+# given, written into the type's dict at import through _compat.h's
+# tw_type_dict.  Issue 18 measured it: the def costs 17 % more on W1 and
+# 15 % on W2-sliding, and 11 % / 10 % with @cython.binding(False).
 
 from cpython.tuple cimport PyTuple_GET_SIZE
 
@@ -1707,8 +1613,6 @@ cdef extern from "Python.h":
         void *ml_meth
         int ml_flags
         const char *ml_doc
-    ctypedef struct _TypeWithDict "PyTypeObject":
-        PyObject *tp_dict
     enum:
         METH_FASTCALL
         METH_KEYWORDS
@@ -1786,7 +1690,7 @@ _schedule_as_def.ml_doc = _SCHEDULE_AS_DOC
 
 
 cdef int _install_fast_schedule() except -1:
-    cdef dict tp_dict = <dict><object>(<_TypeWithDict *><PyObject *>TimerCore).tp_dict
+    cdef dict tp_dict = tw_type_dict(<PyTypeObject *>TimerCore)
     tp_dict["schedule"] = PyDescr_NewMethod(<PyTypeObject *>TimerCore, &_schedule_def)
     tp_dict["schedule_as"] = PyDescr_NewMethod(<PyTypeObject *>TimerCore, &_schedule_as_def)
     PyType_Modified(<PyTypeObject *>TimerCore)
@@ -1794,11 +1698,26 @@ cdef int _install_fast_schedule() except -1:
 
 
 _install_fast_schedule()
+cdef PyObject *_task_alloc(PyTypeObject *t, Py_ssize_t n) noexcept:
+    # TimerTask's tp_alloc: sizeof(TimerTask) is a constant here.
+    return tw_freelist_alloc(t, n, sizeof(TimerTask))
 
 
-tw_install_freelist(<PyTypeObject *>TimerTask)
+# Before any TimerTask exists (and before _purgatory's subtype is readied).
+tw_install_freelist(<PyTypeObject *>TimerTask, _task_alloc, sizeof(TimerTask))
 
 
 def _freelist_size():
-    """How many freed TimerTask nodes are parked for reuse (for leak tests)."""
+    """How many freed TimerTask nodes the freelist holds (for tests)."""
     return tw_freelist_size()
+
+
+def _compat():
+    """The decisions of _compat.h this build took (tests/test_compat_shim.py)."""
+    return {
+        "clock": TW_COMPAT_CLOCK.decode(),
+        "c_clock": TW_HAVE_C_CLOCK,
+        "type_dict": TW_COMPAT_TYPE_DICT.decode(),
+        "free_threaded": TW_COMPAT_FREE_THREADED,
+        "freelist": TW_COMPAT_FREELIST.decode(),
+    }

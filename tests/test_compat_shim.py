@@ -1,0 +1,156 @@
+"""The shim over CPython details (``src/tickwheel/_compat.h``) took the right branch.
+
+Issue 18 kept three CPython details in the compiled core, each behind a
+guard in ``_compat.h`` (the clock read in C, the type's dict for the
+METH_FASTCALL ``schedule``, the TimerTask freelist in ``tp_alloc``/``tp_free``,
+off on free-threaded builds), and the purgatory's GIL-as-mutex lock, guarded
+at import.  These tests recompute each decision from the
+running interpreter and compare it with what the build reports, so a guard
+that picks the wrong branch on some CPython fails here; and they fail loudly
+on a CPython the guards were never checked against.
+"""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.c_extension
+
+HEADER = Path(__file__).resolve().parents[1] / "src" / "tickwheel" / "_compat.h"
+
+# The CPythons _compat.h's guards were built and tested on (issue 18: 3.9 to
+# 3.13 here; 3.14 takes the same branches as 3.13).  A newer one must be
+# checked by hand (its public API may have changed) before it is added.
+CHECKED = ((3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14))
+
+
+def test_compat_shim_python_is_checked() -> None:
+    assert sys.implementation.name == "cpython"
+    assert sys.version_info[:2] in CHECKED, (
+        f"CPython {sys.version_info[:2]} is not one _compat.h's version guards "
+        f"were checked against ({CHECKED}): review src/tickwheel/_compat.h and "
+        "docs/design.md 'CPython internals', then add it to CHECKED"
+    )
+
+
+def test_compat_shim_decisions() -> None:
+    from tickwheel import _wheel
+
+    got = _wheel._compat()
+    if sys.platform.startswith("linux"):
+        clock = "clock_gettime"
+    elif sys.version_info >= (3, 13):
+        clock = "PyTime_MonotonicRaw"
+    else:
+        clock = "time.monotonic_ns"
+    assert got == {
+        "clock": clock,
+        "c_clock": clock != "time.monotonic_ns",
+        "type_dict": "PyType_GetDict" if sys.version_info >= (3, 12) else "tp_dict",
+        "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "freelist": (
+            "none" if sysconfig.get_config_var("Py_GIL_DISABLED") else "tp_alloc/tp_free"
+        ),
+    }
+
+
+def test_compat_shim_clock_matches_time_monotonic_ns() -> None:
+    # The C clock must read the clock time.monotonic_ns() reads: the timer
+    # mixes the two (deadlines from one, a driver's sleeps from the other).
+    import time
+
+    from tickwheel import _wheel
+
+    core = _wheel.TimerCore()
+    before = time.monotonic_ns()
+    now = core.now_ns
+    after = time.monotonic_ns()
+    assert before <= now <= after
+
+
+def test_compat_shim_fastcall_schedule_installed() -> None:
+    # The METH_FASTCALL descriptors replaced Cython's def methods.
+    from tickwheel import _wheel
+
+    for name in ("schedule", "schedule_as"):
+        method = _wheel.TimerCore.__dict__[name]
+        assert type(method).__name__ == "method_descriptor", type(method)
+        assert method.__doc__ and method.__text_signature__
+
+
+def test_compat_shim_purgatory_needs_the_gil() -> None:
+    # _purgatory._Lock uses the GIL as its mutex: with the GIL disabled the
+    # compiled purgatory refuses to load and the pure-Python one runs.
+    from tickwheel import purgatory
+
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    assert purgatory.USE_COMPILED_PURGATORY == gil
+
+
+def test_compat_shim_header_guards() -> None:
+    text = HEADER.read_text()
+    assert "#error" in text and "PY_VERSION_HEX < 0x03090000" in text
+    # No private CPython API behind any guard.
+    for private in ("_PyTime_", "ob_digit", "_PyLong", "__pyx_"):
+        assert private not in text, private
+
+
+def test_compat_shim_freelist_recycles_exact_tasks_only() -> None:
+    # The freelist parks freed TimerTask nodes (up to 256) and hands them back
+    # as fresh tasks; subclass instances (Python or _purgatory's C subtype)
+    # are never parked.
+    import gc
+
+    from tickwheel import _wheel
+
+    if _wheel._compat()["freelist"] == "none":
+        pytest.skip("no freelist on this build")
+    core = _wheel.TimerCore(manual=True)
+    tasks = [core.schedule(10, print, i) for i in range(300)]
+    for task in tasks:
+        task.cancel()
+    del tasks, task
+    gc.collect()
+    assert _wheel._freelist_size() == 256
+
+    fresh = core.schedule(5, divmod, 7, 2)
+    assert _wheel._freelist_size() == 255
+    assert (fresh.fn, fresh.args, fresh.delay_ms, fresh.pending) == (divmod, (7, 2), 5, True)
+    assert fresh.expiration_ms == 5 and fresh.state == "pending"
+    plain = _wheel.TimerTask(3, print)
+    assert (plain.delay_ms, plain.fn, plain.args, plain.pending) == (3, print, (), False)
+    del plain
+    assert _wheel._freelist_size() == 255
+
+    class Sub(_wheel.TimerTask):
+        pass
+
+    subs = [Sub(1, print) for _ in range(10)]
+    assert _wheel._freelist_size() == 255  # not taken from the freelist
+    del subs
+    gc.collect()
+    assert _wheel._freelist_size() == 255  # nor parked there
+    fresh.cancel()
+    del fresh
+    assert _wheel._freelist_size() == 256
+
+    try:
+        from tickwheel import _purgatory
+    except ImportError:
+        return
+
+    class Op(_purgatory.DelayedOperation):
+        def try_complete(self):
+            return False
+
+        def on_complete(self):
+            pass
+
+    ops = [Op(10) for _ in range(10)]
+    del ops
+    gc.collect()
+    assert _wheel._freelist_size() == 256
