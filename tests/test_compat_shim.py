@@ -53,7 +53,9 @@ def test_compat_shim_decisions() -> None:
         "type_dict": "PyType_GetDict" if sys.version_info >= (3, 12) else "tp_dict",
         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         "freelist": (
-            "none" if sysconfig.get_config_var("Py_GIL_DISABLED") else "tp_alloc/tp_free"
+            "none"
+            if sysconfig.get_config_var("Py_GIL_DISABLED")
+            else "tp_alloc/tp_free"
         ),
     }
 
@@ -119,10 +121,20 @@ def test_compat_shim_freelist_recycles_exact_tasks_only() -> None:
 
     fresh = core.schedule(5, divmod, 7, 2)
     assert _wheel._freelist_size() == 255
-    assert (fresh.fn, fresh.args, fresh.delay_ms, fresh.pending) == (divmod, (7, 2), 5, True)
+    assert (fresh.fn, fresh.args, fresh.delay_ms, fresh.pending) == (
+        divmod,
+        (7, 2),
+        5,
+        True,
+    )
     assert fresh.expiration_ms == 5 and fresh.state == "pending"
     plain = _wheel.TimerTask(3, print)
-    assert (plain.delay_ms, plain.fn, plain.args, plain.pending) == (3, print, (), False)
+    assert (plain.delay_ms, plain.fn, plain.args, plain.pending) == (
+        3,
+        print,
+        (),
+        False,
+    )
     del plain
     assert _wheel._freelist_size() == 255
 
