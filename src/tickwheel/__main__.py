@@ -161,7 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tickwheel`` command."""
     parsers = build_parsers()
     parser, demo, replay = parsers[""], parsers["demo"], parsers["replay"]
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # Reported by the command's own parser: `tickwheel replay: ...`.
+        parsers.get(args.command or "", parser).error(
+            f"unrecognized arguments: {' '.join(extra)}"
+        )
     if args.command == "replay":
         return _run_replay(replay, args)
     if args.command == "gen-trace":

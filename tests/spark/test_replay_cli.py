@@ -473,3 +473,25 @@ def test_file_url_output_is_staged_beside_the_local_directory(
     manifest = json.loads((out / "_SUCCESS").read_text())
     assert set(manifest["written"]) == set(os.listdir(out))
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+@pytest.mark.parametrize(
+    "argv, prog",
+    [
+        (["replay", "in", "out", "--bogus"], "tickwheel replay"),
+        (["gen-trace", "x", "--nope"], "tickwheel gen-trace"),
+        (["--bogus"], "tickwheel"),
+    ],
+)
+def test_cli_unknown_option_is_named_by_its_command(argv, prog, capsys):
+    """An unknown option is one line from the command it was given to (it
+    came from the top-level parser: ``tickwheel: unrecognized arguments``)."""
+    from tickwheel.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"{prog}: unrecognized arguments: {argv[-1]} (see `{prog} --help`)"
+    ]
