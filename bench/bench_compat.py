@@ -58,6 +58,25 @@ def _noop() -> None:
 # -- asyncio: call_later + cancel ------------------------------------------------------
 
 
+def _medians_on_loop(main: Callable[[], Any], use_uvloop: bool) -> dict[str, float]:
+    """Run ``main()`` (a coroutine returning per-variant times) on a fresh
+    asyncio or uvloop loop, close both the wheel and the loop, and return
+    the median time of each variant."""
+    loop: asyncio.AbstractEventLoop
+    if use_uvloop:
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    try:
+        times = loop.run_until_complete(main())
+    finally:
+        tw.get_wheel(loop).close()
+        loop.close()
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def bench_call_later(n: int, repeat: int, use_uvloop: bool) -> dict[str, float]:
     """Median seconds for n call_later+cancel pairs: loop, wheel method, module."""
 
@@ -80,18 +99,7 @@ def bench_call_later(n: int, repeat: int, use_uvloop: bool) -> dict[str, float]:
                 times[name].append(time.perf_counter() - t0)
         return times
 
-    loop: asyncio.AbstractEventLoop
-    if use_uvloop:
-        import uvloop
-
-        loop = uvloop.new_event_loop()
-    else:
-        loop = asyncio.new_event_loop()
-    try:
-        times = loop.run_until_complete(main())
-    finally:
-        loop.close()
-    return {k: statistics.median(v) for k, v in times.items()}
+    return _medians_on_loop(main, use_uvloop)
 
 
 # -- asyncio: move a pending timer (heartbeat / idle timeout) --------------------------
@@ -157,19 +165,7 @@ def bench_postpone(
                 gc.collect()
         return times
 
-    loop: asyncio.AbstractEventLoop
-    if use_uvloop:
-        import uvloop
-
-        loop = uvloop.new_event_loop()
-    else:
-        loop = asyncio.new_event_loop()
-    try:
-        times = loop.run_until_complete(main())
-    finally:
-        tw.get_wheel(loop).close()
-        loop.close()
-    return {k: statistics.median(v) for k, v in times.items()}
+    return _medians_on_loop(main, use_uvloop)
 
 
 # -- asyncio: memory of pending timeouts -----------------------------------------------

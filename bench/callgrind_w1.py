@@ -21,23 +21,11 @@ from __future__ import annotations
 import os
 import random
 import sys
-from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from baselines import factories, loop_add  # noqa: E402
-
-
-class Null:
-    """A schedule that does nothing: the loop's own cost."""
-
-    @staticmethod
-    def schedule(delay_ms: float, fn: Any) -> int:
-        return 1
-
-
-def _cb() -> None:
-    pass
+from callgrind_sliding import Null, _cb  # noqa: E402
 
 
 def main() -> None:

@@ -186,4 +186,31 @@ static inline Py_ssize_t tw_freelist_size(void) { return tw_freecount; }
 #define TW_COMPAT_FREE_THREADED 0
 #endif
 
+/* -- weak references -------------------------------------------------------- */
+/* The referent of a weakref.ref as a new reference, or NULL if it is dead
+   (never with an exception set): PyWeakref_GetRef on 3.13+, where
+   PyWeakref_GetObject (a borrowed reference) is deprecated. */
+static inline PyObject *tw_weakref_get(PyObject *ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *obj = NULL;
+    if (PyWeakref_GetRef(ref, &obj) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return obj;
+#else
+    PyObject *obj = PyWeakref_GetObject(ref);
+    if (obj == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (obj == Py_None) {
+        return NULL;
+    }
+    Py_INCREF(obj);
+    return obj;
+#endif
+}
+
+
 #endif /* TICKWHEEL_COMPAT_H */

@@ -65,37 +65,12 @@ cdef object _Real = numbers.Real
 cdef object _weakref = weakref.ref
 
 
-cdef extern from *:
-    """
-    /* The referent of a weakref.ref as a new reference, or NULL if it is
-       dead (never with an exception set). */
-    static inline PyObject *tw_weakref_get(PyObject *ref) {
-    #if PY_VERSION_HEX >= 0x030D0000
-        PyObject *obj = NULL;
-        if (PyWeakref_GetRef(ref, &obj) < 0) {
-            PyErr_Clear();
-            return NULL;
-        }
-        return obj;
-    #else
-        PyObject *obj = PyWeakref_GetObject(ref);
-        if (obj == NULL) {
-            PyErr_Clear();
-            return NULL;
-        }
-        if (obj == Py_None) {
-            return NULL;
-        }
-        Py_INCREF(obj);
-        return obj;
-    #endif
-    }
-    """
-    PyObject *tw_weakref_get(PyObject *ref) noexcept
 
 # CPython details behind one shim (src/tickwheel/_compat.h, version-guarded;
 # docs/design.md "CPython internals" has the measurements that keep them).
 cdef extern from "_compat.h":
+    # The referent of a weakref.ref (a new reference), or NULL if dead.
+    PyObject *tw_weakref_get(PyObject *ref) noexcept
     # The clock time.monotonic_ns() reads, in C (TW_HAVE_C_CLOCK: 0 where
     # no public C call reads it; then the core calls time.monotonic_ns()).
     bint TW_HAVE_C_CLOCK

@@ -324,8 +324,8 @@ class _SystemTimerMixin(_CoreBase):
             return False
 
     def _expire_due(self, reraise: bool = False) -> bool:
-        nxt = self.next_expiration_ms
-        if nxt is not None and nxt <= self.now_ms:
+        due_in = self._due_in_ns()
+        if due_in is not None and due_in <= 0:
             self._processed += 1
         if self._executor is None:
             # The worker's queue: append each batch while still holding the
