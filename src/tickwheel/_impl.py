@@ -96,64 +96,39 @@ def select(name: str) -> types.ModuleType:
     return importlib.import_module(f"{__package__}.{name}{suffix}")
 
 
+# The chosen modules; the twins are the type source (mypy sees this branch).
 if TYPE_CHECKING or not USE_EXTENSIONS:
+    from . import _kafka_py as _kafka_mod
+    from . import _purgatory_py as _purgatory_mod
     from . import _wheel_py as core
-    from ._kafka_py import (
-        COMPLETED,
-        EXPIRED,
-        REQUEST_TIMED_OUT,
-        _new_produce,
-        _PartitionCore,
-        _ProduceCore,
-    )
-    from ._purgatory_py import (
-        DelayedOperation,
-        _hash_key,
-        _new_operation,
-        _PurgatoryCore,
-        _Shard,
-    )
-    from ._wheel_py import (
-        DEFAULT_TICK_MS,
-        DEFAULT_WHEEL_SIZE,
-        MAX_DELAY_MS,
-        DelayQueue,
-        TaskCounter,
-        TimerCore,
-        TimerTask,
-        TimerTaskEntry,
-        TimerTaskList,
-        TimingWheel,
-    )
 else:
+    from . import _kafka as _kafka_mod
+    from . import _purgatory as _purgatory_mod
     from . import _wheel as core
-    from ._kafka import (
-        COMPLETED,
-        EXPIRED,
-        REQUEST_TIMED_OUT,
-        _new_produce,
-        _PartitionCore,
-        _ProduceCore,
-    )
-    from ._purgatory import (
-        DelayedOperation,
-        _hash_key,
-        _new_operation,
-        _PurgatoryCore,
-        _Shard,
-    )
-    from ._wheel import (
-        DEFAULT_TICK_MS,
-        DEFAULT_WHEEL_SIZE,
-        MAX_DELAY_MS,
-        DelayQueue,
-        TaskCounter,
-        TimerCore,
-        TimerTask,
-        TimerTaskEntry,
-        TimerTaskList,
-        TimingWheel,
-    )
+
+DEFAULT_TICK_MS = core.DEFAULT_TICK_MS
+DEFAULT_WHEEL_SIZE = core.DEFAULT_WHEEL_SIZE
+MAX_DELAY_MS = core.MAX_DELAY_MS
+DelayQueue = core.DelayQueue
+TaskCounter = core.TaskCounter
+TimerCore = core.TimerCore
+TimerTask = core.TimerTask
+TimerTaskEntry = core.TimerTaskEntry
+TimerTaskList = core.TimerTaskList
+TimingWheel = core.TimingWheel
+
+DelayedOperation = _purgatory_mod.DelayedOperation
+_PurgatoryCore = _purgatory_mod._PurgatoryCore
+_Shard = _purgatory_mod._Shard
+_hash_key = _purgatory_mod._hash_key
+_new_operation = _purgatory_mod._new_operation
+
+COMPLETED = _kafka_mod.COMPLETED
+EXPIRED = _kafka_mod.EXPIRED
+REQUEST_TIMED_OUT = _kafka_mod.REQUEST_TIMED_OUT
+_PartitionCore = _kafka_mod._PartitionCore
+_ProduceCore = _kafka_mod._ProduceCore
+_new_produce = _kafka_mod._new_produce
 
 
 def twin_package() -> types.ModuleType:
