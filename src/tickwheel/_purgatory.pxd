@@ -4,7 +4,7 @@
 # locks, nothing of what an operation waits for (Kafka's produce lives in
 # _kafka.pxd, which cimports this file).
 #
-# What is compiled, and why: a replayed produce request goes through
+# What is compiled, and why: a typical operation goes through
 # try_complete_else_watch once and check_and_complete a few times, and each
 # pass reads and writes a handful of flags under the operation's lock.  As
 # Python attributes those reads are dictionary-free slot lookups but still

@@ -707,7 +707,7 @@ def _new_operation(type cls, delay_ms):
     """A new ``cls`` with ``delay_ms`` and a private lock, without calling its __init__.
 
     For DelayedOperation subclasses created by the million that fill their
-    own fields right after (the replay engine's one operation per request):
+    own fields right after (say one operation per replayed request):
     the state is what ``DelayedOperation.__init__(op, delay_ms)`` leaves.
 
     :raises TypeError: if ``cls`` is not a DelayedOperation subclass, or as

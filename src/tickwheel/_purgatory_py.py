@@ -265,7 +265,7 @@ def _new_operation(cls: type[_Op], delay_ms: int | float) -> _Op:
     """A new ``cls`` with ``delay_ms`` and a private lock, without calling its __init__.
 
     For DelayedOperation subclasses created by the million that fill their
-    own fields right after (the replay engine's one operation per request):
+    own fields right after (say one operation per replayed request):
     the state is what ``DelayedOperation.__init__(op, delay_ms)`` leaves.
 
     :raises TypeError: if ``cls`` is not a DelayedOperation subclass, or as
