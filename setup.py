@@ -80,7 +80,15 @@ else:
             define_macros=macros,
             extra_compile_args=extra_compile_args,
         ),
-        # The replay engine's loop; cimports _purgatory.pxd (_ProduceCore).
+        # DelayedProduce's hot half; cimports _purgatory.pxd (_ProduceCore
+        # extends DelayedOperation's C struct).
+        Extension(
+            "tickwheel._kafka",
+            ["src/tickwheel/_kafka.pyx"],
+            define_macros=macros,
+            extra_compile_args=extra_compile_args,
+        ),
+        # The replay engine's loop; cimports _kafka.pxd (_ProduceCore).
         Extension(
             "tickwheel.spark._replay",
             ["src/tickwheel/spark/_replay.pyx"],

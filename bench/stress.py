@@ -61,19 +61,27 @@ class StressFailure(AssertionError):
 
 
 def _core(core: str) -> tuple[Any, Any, Any, Any]:
-    """(SystemTimer, TimerTask, DelayedOperation) for ``core`` in {"c", "pure"}."""
-    from tickwheel import _wheel_py, purgatory, timer
+    """(SystemTimer, TimerTask, DelayedOperation, DelayedOperationPurgatory).
+
+    For ``core`` in {"c", "pure"}: ``tickwheel`` itself (the compiled core is
+    then required) or its copy built on the twins.
+    """
+    import tickwheel
+    from tickwheel import _impl
 
     if core == "pure":
-        return (
-            timer.PySystemTimer,
-            _wheel_py.TimerTask,
-            purgatory.PyDelayedOperation,
-            core,
-        )
-    from tickwheel import _wheel
+        pkg = _impl.twin_package()
+    else:
+        from tickwheel import _wheel  # noqa: F401  (fails loudly without a build)
 
-    return timer.SystemTimer, _wheel.TimerTask, purgatory.DelayedOperation, core
+        pkg = tickwheel
+    purgatory = pkg.purgatory
+    return (
+        pkg.SystemTimer,
+        pkg.TimerTask,
+        purgatory.DelayedOperation,
+        purgatory.DelayedOperationPurgatory,
+    )
 
 
 def _watchdog(threads: list[threading.Thread], limit_s: float, what: str) -> None:
@@ -280,9 +288,8 @@ def run_purgatory_stress(
     n_keys: int = 64,
 ) -> dict[str, Any]:
     """Run the purgatory workload; return its figures or raise StressFailure."""
-    from tickwheel.purgatory import DelayedOperationPurgatory
 
-    SystemTimer, _, DelayedOperation, _ = _core(core)
+    SystemTimer, _, DelayedOperation, DelayedOperationPurgatory = _core(core)
 
     class Op(DelayedOperation):
         __slots__ = (

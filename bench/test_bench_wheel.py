@@ -108,6 +108,7 @@ def test_w2_sliding(benchmark, impl, delays, made):
 @pytest.mark.parametrize("impl", ["tickwheel", "tickwheel-py", "heapq", "sched"])
 @pytest.mark.benchmark(group="W3-manual")
 def test_w3_manual(benchmark, impl, n):
+    from tickwheel import _impl
     from tickwheel import timer as tw
 
     rnd = random.Random(13)
@@ -122,7 +123,7 @@ def test_w3_manual(benchmark, impl, n):
         if impl == "tickwheel":
             drain = drain_tickwheel(tw.MockTimer, window, cb)
         elif impl == "tickwheel-py":
-            drain = drain_tickwheel(tw.PyMockTimer, window, cb)
+            drain = drain_tickwheel(_impl.twin_package().MockTimer, window, cb)
         elif impl == "heapq":
             drain = drain_heapq(window, cb)
         else:

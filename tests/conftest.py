@@ -1,8 +1,10 @@
-"""Shared fixtures: both core implementations, both timer families.
+"""Shared fixtures: both core implementations, and the public classes on each.
 
 The ``c-extension`` variants import ``tickwheel._wheel`` directly, so a build
 that silently fell back to pure Python fails here instead of testing the twin
 twice.  ``--no-c-extensions`` (or ``TICKWHEEL_NO_EXTENSIONS=1``) deselects them.
+The ``pure-python`` variants of a compiled run get the public classes from
+``tickwheel._impl.twin_package()`` (see :func:`package_for`).
 """
 
 from __future__ import annotations
@@ -77,20 +79,37 @@ def impl(request: pytest.FixtureRequest) -> ModuleType:
     return importlib.import_module(request.param)
 
 
+def package_for(core: ModuleType) -> ModuleType:
+    """``tickwheel`` built on ``core``: the package itself, or its twin copy.
+
+    The public classes exist once per process, on the core ``tickwheel._impl``
+    chose; to run a test on the other core in the same process this takes
+    ``_impl.twin_package()``, a copy of the public modules built on the twins
+    (the twin modules themselves are shared, so ``core.TimerTask`` is the
+    copy's ``TimerTask``).
+    """
+    import tickwheel
+    from tickwheel import _impl
+
+    if core is _impl.core:
+        importlib.import_module("tickwheel.kafka")  # as twin_package() does
+        return tickwheel
+    assert core.__name__.endswith("_py"), core
+    return _impl.twin_package()
+
+
 class Timers:
-    """The MockTimer/SystemTimer pair built on one core implementation."""
+    """The public modules and timers built on one core implementation."""
 
     def __init__(self, core: ModuleType) -> None:
-        from tickwheel import timer
-
         self.core = core
+        self.package = package_for(core)
         self.TimerTask = core.TimerTask
-        if core.__name__.endswith("_py"):
-            self.MockTimer: Any = timer.PyMockTimer
-            self.SystemTimer: Any = timer.PySystemTimer
-        else:
-            self.MockTimer = timer.MockTimer
-            self.SystemTimer = timer.SystemTimer
+        self.MockTimer: Any = self.package.MockTimer
+        self.SystemTimer: Any = self.package.SystemTimer
+        self.timer: Any = self.package.timer
+        self.purgatory: Any = self.package.purgatory
+        self.kafka: Any = self.package.kafka
 
 
 @pytest.fixture

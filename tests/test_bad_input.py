@@ -20,16 +20,16 @@ from typing import Any, Callable
 
 import pytest
 
+import tickwheel
 from tickwheel import (
     MAX_DELAY_MS,
     USE_EXTENSIONS,
+    _impl,
     compat_asyncio,
     compat_sched,
     compat_threading,
 )
-from tickwheel import purgatory as purgatory_mod
 from tickwheel import timer as timer_mod
-from tickwheel.purgatory import DelayedOperationPurgatory
 
 NAN, INF = math.nan, math.inf
 WRONG_TYPES = [None, "5", b"5", [], (1,), 1 + 2j, object()]
@@ -128,11 +128,7 @@ def test_bad_input_delay_everywhere(timers, mock, system, name, value, exc):
 
 
 def purgatory_op(timers: Any) -> type:
-    base = (
-        purgatory_mod.PyDelayedOperation
-        if timers.core.__name__.endswith("_py")
-        else purgatory_mod.DelayedOperation
-    )
+    base = timers.purgatory.DelayedOperation
 
     class Op(base):  # type: ignore[misc, valid-type]
         def try_complete(self) -> bool:
@@ -173,9 +169,9 @@ def test_bad_input_foreign_and_spent_tasks(timers, mock, system):
     # cores exist: under TICKWHEEL_NO_EXTENSIONS=1 MockTimer is the twin too).
     if USE_EXTENSIONS:
         other_core = (
-            timer_mod.MockTimer
-            if timers.core.__name__.endswith("_py")
-            else timer_mod.PyMockTimer
+            tickwheel.MockTimer
+            if timers.package is not tickwheel
+            else _impl.twin_package().MockTimer
         )
         alien = other_core().schedule(5_000, print)
         for timer in (mock, system):
@@ -378,7 +374,7 @@ def test_bad_input_closed_timers(timers, fake_clock, no_thread_leak):
 @pytest.fixture
 def purgatory(timers):
     timer = timers.MockTimer()
-    p = DelayedOperationPurgatory("bad", timer)
+    p = timers.purgatory.DelayedOperationPurgatory("bad", timer)
     Op = purgatory_op(timers)
     watched = Op(1_000)
     p.try_complete_else_watch(watched, ["k0", "k1"])
@@ -460,7 +456,7 @@ def test_bad_input_delayed_operation_lock(timers, lock):
 
 def test_bad_input_purgatory_after_shutdown_and_resubmit(timers):
     timer = timers.MockTimer()
-    p = DelayedOperationPurgatory("shut", timer)
+    p = timers.purgatory.DelayedOperationPurgatory("shut", timer)
     Op = purgatory_op(timers)
     op = Op(100)
     p.try_complete_else_watch(op, ["k"])

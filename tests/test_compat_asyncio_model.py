@@ -37,17 +37,15 @@ runs first).  asyncio leaves the order of equal deadlines undefined too.
 Both cores: the ``c-extension`` variant uses :mod:`tickwheel.compat_asyncio`
 as imported (its wheel must sit on the compiled core); the ``pure-python``
 variant uses the module itself when it was imported on the twin
-(``TICKWHEEL_NO_EXTENSIONS=1``), and otherwise a private copy of it whose
-``._impl`` names come from :mod:`tickwheel._wheel_py`.
+(``TICKWHEEL_NO_EXTENSIONS=1``), and otherwise the copy in
+``tickwheel._impl.twin_package()`` (built on every twin).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import math
 import selectors
-import sys
 import types
 from fractions import Fraction
 from typing import Any
@@ -112,43 +110,12 @@ class ManualClockLoop(asyncio.SelectorEventLoop):
 
 
 # -- the drop-in module bound to each core ---------------------------------------------
-_twin_copy: types.ModuleType | None = None
-
-
-def _compat_asyncio_on_twin() -> types.ModuleType:
-    """compat_asyncio built on the pure-Python core (loaded once, not registered)."""
-    global _twin_copy
-    if _twin_copy is None:
-        twin = importlib.import_module("tickwheel._wheel_py")
-        shim = types.ModuleType("tickwheel._impl")
-        shim.__dict__.update(vars(_impl))
-        for name in _impl.__all__:
-            if hasattr(twin, name):
-                setattr(shim, name, getattr(twin, name))
-        shim.__dict__.update(core=twin, USE_EXTENSIONS=False)
-        path = compat_asyncio.__file__
-        assert path is not None
-        spec = importlib.util.spec_from_file_location(
-            "tickwheel._compat_asyncio_on_twin", path
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        saved = sys.modules["tickwheel._impl"]
-        sys.modules["tickwheel._impl"] = shim
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            sys.modules["tickwheel._impl"] = saved
-        _twin_copy = module
-    return _twin_copy
-
-
 def dropin_for(core: types.ModuleType) -> types.ModuleType:
     """The compat_asyncio module whose TimerWheel runs on ``core``."""
     if issubclass(compat_asyncio.TimerWheel, core.TimerCore):
         module: types.ModuleType = compat_asyncio
     elif core.__name__ == "tickwheel._wheel_py":
-        module = _compat_asyncio_on_twin()
+        module = _impl.twin_package().compat_asyncio
     else:
         pytest.fail(
             "tickwheel.compat_asyncio is not on the compiled core "

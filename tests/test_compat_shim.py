@@ -86,11 +86,13 @@ def test_compat_shim_fastcall_schedule_installed() -> None:
 
 def test_compat_shim_purgatory_needs_the_gil() -> None:
     # _purgatory._Lock uses the GIL as its mutex: with the GIL disabled the
-    # compiled purgatory refuses to load and the pure-Python one runs.
-    from tickwheel import purgatory
+    # compiled purgatory refuses to load, and _impl selects every twin (all
+    # or nothing: a pure purgatory cannot ride the compiled wheel).
+    from tickwheel import _impl, purgatory
 
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    assert purgatory.USE_COMPILED_PURGATORY == gil
+    assert _impl.USE_EXTENSIONS == gil
+    assert (purgatory.DelayedOperation.__module__ == "tickwheel._purgatory") == gil
 
 
 def test_compat_shim_header_guards() -> None:

@@ -252,7 +252,7 @@ def timers_accepted(timers: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
     """``timers``, with Timer(timer=...) accepting that core's SystemTimer.
 
     ``Timer`` checks ``isinstance(timer, compat_threading.SystemTimer)``, the
-    class on the imported core; the other core's SystemTimer (PySystemTimer)
+    class on the imported core; the other core's SystemTimer (``twin_package()``'s)
     has the same API but another base, so the check is pointed at it.
     """
     monkeypatch.setattr(compat_threading, "SystemTimer", timers.SystemTimer)

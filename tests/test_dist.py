@@ -157,10 +157,15 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         "CHANGELOG.md",
         "src/tickwheel/_wheel.pyx",
         "src/tickwheel/_purgatory.pyx",
+        "src/tickwheel/_kafka.pyx",
         "src/tickwheel/spark/_replay.pyx",
         "src/tickwheel/_wheel.pxd",
+        "src/tickwheel/_purgatory.pxd",
+        "src/tickwheel/_kafka.pxd",
         "src/tickwheel/_compat.h",
         "src/tickwheel/_wheel_py.py",
+        "src/tickwheel/_purgatory_py.py",
+        "src/tickwheel/_kafka_py.py",
         "src/tickwheel/_version.py",
         "src/tickwheel/py.typed",
         "tests/conftest.py",
@@ -179,15 +184,20 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         if f.startswith("tickwheel/_wheel.") and f.endswith(tuple(EXTENSION_SUFFIXES))
     ]
     assert compiled, f"wheel has no compiled core: {sorted(wheel_files)}"
-    # The compiled purgatory and the replay engine's compiled loop ship too.
-    for module in ("tickwheel/_purgatory.", "tickwheel/spark/_replay."):
+    # Every compiled module _impl selects, and the replay engine's loop.
+    for module in (
+        "tickwheel/_purgatory.",
+        "tickwheel/_kafka.",
+        "tickwheel/spark/_replay.",
+    ):
         assert any(
             f.startswith(module) and f.endswith(tuple(EXTENSION_SUFFIXES))
             for f in wheel_files
         ), f"wheel lacks {module}*: {sorted(wheel_files)}"
     assert "tickwheel/spark/_replay.pyx" not in wheel_files
     assert "tickwheel/py.typed" in wheel_files
-    assert "tickwheel/_wheel.pxd" in wheel_files
+    for pxd in ("_wheel.pxd", "_purgatory.pxd", "_kafka.pxd"):
+        assert f"tickwheel/{pxd}" in wheel_files, f"wheel lacks {pxd}"
     for module in PACKAGE.glob("*.py"):
         assert f"tickwheel/{module.name}" in wheel_files, f"wheel lacks {module.name}"
     leftovers = sorted(

@@ -10,6 +10,12 @@ import pytest
 MODULES = [
     pytest.param("tickwheel._wheel", marks=pytest.mark.c_extension),
     "tickwheel._wheel_py",
+    pytest.param("tickwheel._purgatory", marks=pytest.mark.c_extension),
+    "tickwheel._purgatory_py",
+    "tickwheel._kafka_py",
+    "tickwheel._impl",
+    "tickwheel.purgatory",
+    "tickwheel.kafka",
     "tickwheel",
     "tickwheel.timer",
     "tickwheel._asyncio_loop",

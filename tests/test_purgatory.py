@@ -20,8 +20,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from tickwheel import purgatory as purgatory_mod
-from tickwheel import timer as timer_mod
 from tickwheel.purgatory import DelayedOperationPurgatory
 
 
@@ -36,23 +34,18 @@ def _default_kit() -> SimpleNamespace:
     """The kit of the core ``tickwheel`` itself uses (what timer=None builds on)."""
     import tickwheel
 
-    return _kit(
-        ModuleType(
-            "tickwheel._wheel" if tickwheel.USE_EXTENSIONS else "tickwheel._wheel_py"
-        )
-    )
+    return _kit(tickwheel)
 
 
-def _kit(core: ModuleType) -> SimpleNamespace:
-    """The DelayedOperation base and the timers built on one core."""
-    if core.__name__.endswith("_py"):
-        base: Any = purgatory_mod.PyDelayedOperation
-        mock: Any = timer_mod.PyMockTimer
-        system: Any = timer_mod.PySystemTimer
-    else:
-        base = purgatory_mod.DelayedOperation
-        mock = timer_mod.MockTimer
-        system = timer_mod.SystemTimer
+def _kit(package: ModuleType) -> SimpleNamespace:
+    """The DelayedOperation base, timers and purgatory of one core's package.
+
+    ``package`` is ``tickwheel`` or, for the other core in a compiled run,
+    its twin copy (the ``timers`` fixture's ``package``).
+    """
+    base: Any = package.purgatory.DelayedOperation
+    mock: Any = package.MockTimer
+    system: Any = package.SystemTimer
 
     class MockOp(base):  # type: ignore[misc, valid-type]
         """Completes once ``completable`` is set; counts its callbacks."""
@@ -76,17 +69,23 @@ def _kit(core: ModuleType) -> SimpleNamespace:
         def on_expiration(self) -> None:
             self.expire_calls += 1
 
-    return SimpleNamespace(Op=MockOp, Base=base, MockTimer=mock, SystemTimer=system)
+    return SimpleNamespace(
+        Op=MockOp,
+        Base=base,
+        MockTimer=mock,
+        SystemTimer=system,
+        Purgatory=package.purgatory.DelayedOperationPurgatory,
+    )
 
 
 @pytest.fixture
-def kit(impl: ModuleType) -> SimpleNamespace:
-    return _kit(impl)
+def kit(timers: Any) -> SimpleNamespace:
+    return _kit(timers.package)
 
 
 @pytest.fixture
 def mock_purgatory(kit: SimpleNamespace):
-    p = DelayedOperationPurgatory("mock", kit.MockTimer())
+    p = kit.Purgatory("mock", kit.MockTimer())
     yield p
     p._check()
     p.shutdown()
@@ -164,7 +163,7 @@ def test_purgatory_force_complete_cancels_timer_entry(kit, mock_purgatory):
 
 
 def test_purgatory_purge(kit):
-    p = DelayedOperationPurgatory("mock", kit.MockTimer())
+    p = kit.Purgatory("mock", kit.MockTimer())
     r1, r2, r3 = kit.Op(100_000), kit.Op(100_000), kit.Op(100_000)
     p.try_complete_else_watch(r1, ["test1"])
     p.try_complete_else_watch(r2, ["test1", "test2"])
@@ -187,7 +186,7 @@ def test_purgatory_purge(kit):
 
 
 def test_purgatory_purge_runs_when_estimate_exceeds_interval(kit):
-    p = DelayedOperationPurgatory("mock", kit.MockTimer(), purge_interval=3)
+    p = kit.Purgatory("mock", kit.MockTimer(), purge_interval=3)
     ops = [kit.Op(100_000) for _ in range(4)]
     for op in ops:
         p.try_complete_else_watch(op, ["a", "b"])
@@ -416,7 +415,7 @@ def test_purgatory_many_threads_lose_no_completion(kit, no_thread_leak):
 
     AttemptOp = _attempt_op_class(kit, sleep)
     timer = kit.SystemTimer(name="test-purgatory-threads")
-    p = DelayedOperationPurgatory("threads", timer)
+    p = kit.Purgatory("threads", timer)
     try:
         ops = [AttemptOp(i) for i in range(N_OPS)]
         for op in ops:
@@ -445,7 +444,7 @@ def test_purgatory_many_attempts_on_mock_timer(kit):
     AttemptOp = _attempt_op_class(kit, lambda: None)
     rnd = random.Random(11)
     timer = kit.MockTimer()
-    p = DelayedOperationPurgatory("mock-threads", timer, purge_interval=50)
+    p = kit.Purgatory("mock-threads", timer, purge_interval=50)
     ops = [AttemptOp(i) for i in range(N_THREADS * N_OPS // 20)]
     for op in ops:
         p.try_complete_else_watch(op, [op.key, "shared"])
@@ -633,7 +632,7 @@ def test_purgatory_append_during_scan_is_kept(kit, mock_purgatory):
 
 def test_purgatory_many_threads_hand_off_without_losing_events(kit, no_thread_leak):
     """Threads checking the same keys concurrently (hand-offs happen) lose no event."""
-    p = DelayedOperationPurgatory("handoff", kit.MockTimer())
+    p = kit.Purgatory("handoff", kit.MockTimer())
     ops = [kit.Op(100_000) for _ in range(300)]
     for i, op in enumerate(ops):
         p.try_complete_else_watch(op, [f"k{i % 3}", "shared"])
@@ -664,8 +663,8 @@ def test_purgatory_owns_a_system_timer(no_thread_leak):
 
 
 @pytest.mark.slow
-def test_purgatory_expiry_on_owned_timer(impl, no_thread_leak):
-    base = _kit(impl).Op
+def test_purgatory_expiry_on_owned_timer(kit, no_thread_leak):
+    base = kit.Op
     expired = threading.Event()
 
     class Op(base):  # type: ignore[misc, valid-type]
@@ -673,12 +672,8 @@ def test_purgatory_expiry_on_owned_timer(impl, no_thread_leak):
             super().on_expiration()
             expired.set()
 
-    if impl.__name__.endswith("_py"):
-        timer = timer_mod.PySystemTimer(name="test-purgatory-expiry")
-        p = DelayedOperationPurgatory("expiry", timer)
-    else:
-        timer = None
-        p = DelayedOperationPurgatory("expiry")
+    # timer=None: the purgatory owns a SystemTimer of its own core.
+    p = kit.Purgatory("expiry")
     try:
         short, long_ = Op(20), Op(200_000)
         p.try_complete_else_watch(short, ["a"])
@@ -688,8 +683,7 @@ def test_purgatory_expiry_on_owned_timer(impl, no_thread_leak):
         assert not long_.completed and p.delayed == 1
     finally:
         p.shutdown()
-        if timer is not None:
-            timer.close()
+    assert p.timer.closed
     assert not long_.completed and not long_.expired and long_.cancelled
 
 
@@ -713,7 +707,7 @@ def test_purgatory_reaper_false_needs_advance_clock(no_thread_leak):
 
 def test_purgatory_shutdown_leaves_ops_pending_forever(kit):
     timer = kit.MockTimer()
-    p = DelayedOperationPurgatory("mock", timer)
+    p = kit.Purgatory("mock", timer)
     op = kit.Op(10)
     p.try_complete_else_watch(op, ["k"])
     p.shutdown()
@@ -760,13 +754,21 @@ def test_purgatory_bad_input_registers_nothing(kit, mock_purgatory):
 
 
 @pytest.mark.c_extension
-def test_purgatory_rejects_op_of_other_core():
-    compiled = DelayedOperationPurgatory("x", timer_mod.MockTimer())
-    pure = DelayedOperationPurgatory("y", timer_mod.PyMockTimer())
+def test_purgatory_rejects_op_and_timer_of_other_core():
+    import tickwheel
+    from tickwheel import _impl
+
+    pure_pkg = _impl.twin_package()
+    compiled = DelayedOperationPurgatory("x", tickwheel.MockTimer())
+    pure = pure_pkg.purgatory.DelayedOperationPurgatory("y", pure_pkg.MockTimer())
     with pytest.raises(TypeError, match="same core"):
-        compiled.try_complete_else_watch(purgatory_mod.PyDelayedOperation(10), ["k"])
+        compiled.try_complete_else_watch(pure_pkg.purgatory.DelayedOperation(10), ["k"])
     with pytest.raises(TypeError, match="same core"):
-        pure.try_complete_else_watch(purgatory_mod.DelayedOperation(10), ["k"])
+        pure.try_complete_else_watch(tickwheel.DelayedOperation(10), ["k"])
+    with pytest.raises(TypeError, match="timer must be a SystemTimer or MockTimer"):
+        DelayedOperationPurgatory("z", pure_pkg.MockTimer())
+    with pytest.raises(TypeError, match="timer must be a SystemTimer or MockTimer"):
+        pure_pkg.purgatory.DelayedOperationPurgatory("z", tickwheel.MockTimer())
     assert (compiled.watched, pure.watched, compiled.delayed, pure.delayed) == (
         0,
         0,
@@ -798,7 +800,7 @@ def test_purgatory_reaper_false_with_given_timer_caller_drives_it(kit, no_thread
     """Kafka's DelayedOperationTest setup (a mock timer, reaper disabled) is
     accepted: no thread is started, and advance_clock expires operations."""
     before = threading.active_count()
-    p = DelayedOperationPurgatory("p", kit.MockTimer(), reaper=False)
+    p = kit.Purgatory("p", kit.MockTimer(), reaper=False)
     assert threading.active_count() == before
     op = kit.Op(20)
     assert p.try_complete_else_watch(op, ["k"]) is False
@@ -834,9 +836,7 @@ class PurgatoryModel(RuleBasedStateMachine):
         super().__init__()
         self.timer = self.kit.MockTimer()
         self.interval = 3
-        self.p = DelayedOperationPurgatory(
-            "model", self.timer, purge_interval=self.interval
-        )
+        self.p = self.kit.Purgatory("model", self.timer, purge_interval=self.interval)
         self.now = 0
         self.ops: list[Any] = []
         # Reference state: per op, "open" | "completed" | "expired" | "withdrawn";

@@ -520,11 +520,12 @@ def test_resolve_batches_accepts_kind_as_a_code():
 def test_new_operation_matches_init_on_both_cores():
     # The replay loop makes its operations with _new_operation (no __init__
     # frame); they must start exactly as DelayedOperation.__init__ leaves them.
-    from tickwheel import purgatory
+    import tickwheel._purgatory_py as twin
+    from tickwheel import _impl, purgatory
 
     makers = [(purgatory._new_operation, purgatory.DelayedOperation)]
-    if purgatory.USE_COMPILED_PURGATORY:
-        makers.append((purgatory._pure_new_operation, purgatory._PureDelayedOperation))
+    if _impl.USE_EXTENSIONS:  # the compiled module's twin, in the same process
+        makers.append((twin._new_operation, twin.DelayedOperation))
     for make, base in makers:
 
         class Op(base):  # type: ignore[misc, valid-type]

@@ -5,7 +5,7 @@ events twice in one process, once through each loop (the Python loop is
 selected by clearing ``engine._replay``), with ``check=True`` (purgatory
 invariants, nothing left pending, sampled sizes equal the computed ones), and
 requires identical outputs.  The compiled ``DelayedProduce`` fields
-(``_purgatory._ProduceCore``) are checked against ``kafka._PureProduceCore``.
+(``_kafka._ProduceCore``) are checked against its twin ``_kafka_py._ProduceCore``.
 """
 
 from __future__ import annotations
@@ -185,23 +185,22 @@ def test_recorder_appends_request_id_done_ms_and_expired():
 
 
 def test_delayed_produce_uses_the_compiled_fields():
-    from tickwheel import _purgatory, kafka
+    from tickwheel import _kafka, kafka
 
-    assert kafka._ProduceCore is _purgatory._ProduceCore
-    assert issubclass(kafka.DelayedProduce, _purgatory._ProduceCore)
-    assert issubclass(engine.ReplayProduce, _purgatory._ProduceCore)
-    assert kafka.COMPLETED == _purgatory.COMPLETED
-    assert kafka.EXPIRED == _purgatory.EXPIRED
-    assert kafka.REQUEST_TIMED_OUT == _purgatory.REQUEST_TIMED_OUT
+    assert kafka._ProduceCore is _kafka._ProduceCore
+    assert issubclass(kafka.DelayedProduce, _kafka._ProduceCore)
+    assert issubclass(engine.ReplayProduce, _kafka._ProduceCore)
+    assert kafka.COMPLETED is _kafka.COMPLETED
+    assert kafka.EXPIRED is _kafka.EXPIRED
+    assert kafka.REQUEST_TIMED_OUT is _kafka.REQUEST_TIMED_OUT
 
 
-@pytest.mark.parametrize("core", ["compiled", "pure"])
-def test_produce_core_twins_behave_alike(core):
-    # The same operation on both DelayedProduce cores: try_complete only when
-    # every in-sync follower has the offset; on_complete records the outcome.
-    from tickwheel import MockTimer, kafka
-
-    base = kafka._ProduceCore if core == "compiled" else kafka._PureProduceCore
+def test_produce_core_twins_behave_alike(timers):
+    # The same operation on both DelayedProduce cores (_kafka and _kafka_py,
+    # through the timers fixture's package): try_complete only when every
+    # in-sync follower has the offset; on_complete records the outcome.
+    kafka, MockTimer = timers.kafka, timers.MockTimer
+    base = kafka._ProduceCore
 
     class Produce(kafka._Outcome, base):  # type: ignore[misc, valid-type]
         __slots__ = ()

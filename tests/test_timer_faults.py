@@ -49,9 +49,8 @@ def test_fork_child_gets_working_timer_and_no_parent_tasks(timers, no_thread_lea
 def test_exit_with_pending_timers_is_quiet_and_prompt():
     script = textwrap.dedent(
         """
-        from tickwheel import SystemTimer
-        from tickwheel.timer import PySystemTimer
-        for cls in (SystemTimer, PySystemTimer):
+        from tickwheel import SystemTimer, _impl
+        for cls in (SystemTimer, _impl.twin_package().SystemTimer):
             timer = cls()
             for i in range(1000):
                 timer.schedule(60_000 + i, print, "never")

@@ -1,8 +1,22 @@
-"""The compiled core and its pure-Python twin expose the same API and docs."""
+"""Every compiled module and its pure-Python twin expose the same API and docs.
+
+The pairs are those ``tickwheel._impl`` chooses between (``_impl.COMPILED``):
+the same ``__all__`` and constants, the same classes (members, docstrings,
+attribute kinds, parameter names), and the same docstrings and parameters for
+every function both define (a ``cdef`` function has no Python face to compare).
+The selection itself is tested at the end: all compiled, and all-or-nothing
+when part of a build is missing.
+"""
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import os
+import subprocess
+import sys
+from types import ModuleType
+from typing import Any, Callable
 
 import pytest
 
@@ -39,11 +53,36 @@ def _assert_twins(c_cls: type, py_cls: type, c_name: str) -> None:
             )
 
 
-@pytest.fixture(scope="module")
-def pair():
-    from tickwheel import _wheel, _wheel_py
+PAIRS = [(name, f"{name}_py") for name in ("_wheel", "_purgatory", "_kafka")]
+# Classes only one side has, and why.
+ONLY_COMPILED = {
+    # The compiled purgatory's lock; the twin uses threading.Lock, whose
+    # behaviour _Lock copies (tests/test_purgatory_lock.py).
+    ("_purgatory", "_Lock"),
+}
 
-    return _wheel, _wheel_py
+
+def _defined(module: ModuleType, kind: Callable[[object], bool]) -> dict[str, Any]:
+    return {
+        name: obj
+        for name, obj in vars(module).items()
+        if kind(obj)
+        and getattr(obj, "__module__", None) == module.__name__
+        and not name.startswith("__")
+    }
+
+
+def _is_function(obj: object) -> bool:
+    return callable(obj) and not isinstance(obj, type)
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=[c for c, _ in PAIRS])
+def pair(request: pytest.FixtureRequest) -> tuple[ModuleType, ModuleType]:
+    c_name, py_name = request.param
+    return (
+        importlib.import_module(f"tickwheel.{c_name}"),
+        importlib.import_module(f"tickwheel.{py_name}"),
+    )
 
 
 def test_same_module_names(pair):
@@ -51,24 +90,31 @@ def test_same_module_names(pair):
     assert sorted(c.__all__) == sorted(py.__all__)
     for name in py.__all__:
         assert hasattr(c, name), name
-    for const in ("DEFAULT_TICK_MS", "DEFAULT_WHEEL_SIZE", "MAX_DELAY_MS"):
-        assert getattr(c, const) == getattr(py, const)
+        if not callable(getattr(py, name)):  # constants: the same values
+            assert getattr(c, name) == getattr(py, name), name
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "TaskCounter",
-        "TimerTaskEntry",
-        "TimerTask",
-        "TimerTaskList",
-        "DelayQueue",
-        "TimingWheel",
-        "TimerCore",
-    ],
-)
-def test_same_members_docs_and_signatures(pair, name):
-    _assert_twins(getattr(pair[0], name), getattr(pair[1], name), name)
+def test_same_classes(pair):
+    c, py = pair
+    c_classes, py_classes = _defined(c, inspect.isclass), _defined(py, inspect.isclass)
+    short = c.__name__.rpartition(".")[2]
+    only_c = {name for name in c_classes if (short, name) in ONLY_COMPILED}
+    assert sorted(set(c_classes) - only_c) == sorted(py_classes)
+    for name, py_cls in py_classes.items():
+        _assert_twins(c_classes[name], py_cls, f"{short}.{name}")
+
+
+def test_same_functions_where_both_define_one(pair):
+    c, py = pair
+    c_funcs, py_funcs = _defined(c, _is_function), _defined(py, _is_function)
+    shared = sorted(set(c_funcs) & set(py_funcs))
+    for name in shared:
+        assert inspect.getdoc(c_funcs[name]) == inspect.getdoc(py_funcs[name]), name
+        c_sig, py_sig = (
+            inspect.signature(c_funcs[name]),
+            inspect.signature(py_funcs[name]),
+        )
+        assert list(c_sig.parameters) == list(py_sig.parameters), name
 
 
 @pytest.mark.parametrize(
@@ -81,94 +127,141 @@ def test_same_members_docs_and_signatures(pair, name):
         ("TimerTaskList", ()),
     ],
 )
-def test_constructors_accept_the_twins_keywords(pair, name, positional):
+def test_constructors_accept_the_twins_keywords(name, positional):
     # Cython slot wrappers carry no signature, so check behaviour instead:
     # every keyword the twin accepts, with its default, works on the C class.
-    py_sig = inspect.signature(getattr(pair[1], name))
+    from tickwheel import _wheel, _wheel_py
+
+    py_sig = inspect.signature(getattr(_wheel_py, name))
     kwargs = {
         p.name: p.default
         for p in py_sig.parameters.values()
         if p.default is not p.empty and p.kind is not p.POSITIONAL_ONLY
     }
-    for module in pair:
+    for module in (_wheel, _wheel_py):
         getattr(module, name)(*positional, **kwargs)
 
 
-# -- the purgatory's compiled hot paths (_purgatory.pyx) and purgatory.py -------
-@pytest.fixture(scope="module")
-def purgatory_pair():
-    from tickwheel import _purgatory, purgatory
+def test_partition_core_field_on_both_sides():
+    from tickwheel import _kafka, _kafka_py
 
-    return _purgatory, purgatory
-
-
-def test_purgatory_selects_compiled_classes(purgatory_pair):
-    c, py = purgatory_pair
-    assert py.USE_COMPILED_PURGATORY
-    assert py.DelayedOperation is c.DelayedOperation
-    assert issubclass(py.DelayedOperationPurgatory, c._PurgatoryCore)
-
-
-@pytest.mark.parametrize(
-    "c_name, py_name",
-    [
-        ("DelayedOperation", "_PureDelayedOperation"),
-        ("_PurgatoryCore", "_PurgatoryCore"),
-        ("_Shard", "_Shard"),
-    ],
-)
-def test_purgatory_same_members_docs_and_signatures(purgatory_pair, c_name, py_name):
-    _assert_twins(
-        getattr(purgatory_pair[0], c_name), getattr(purgatory_pair[1], py_name), c_name
-    )
-
-
-def test_delayed_produce_core_twins():
-    # kafka.DelayedProduce's fields and hot methods: _purgatory._ProduceCore
-    # (selected) and kafka._PureProduceCore (the reference).
-    from tickwheel import _purgatory, kafka
-
-    assert kafka._ProduceCore is _purgatory._ProduceCore
-    _assert_twins(_purgatory._ProduceCore, kafka._PureProduceCore, "_ProduceCore")
-
-
-def test_partition_core_twins():
-    # The field try_complete compares: _purgatory._PartitionCore (selected,
-    # a C slot) and kafka._PurePartitionCore (the reference).
-    from tickwheel import _purgatory, kafka
-
-    assert kafka._PartitionCore is _purgatory._PartitionCore
-    assert issubclass(kafka.Partition, _purgatory._PartitionCore)
-    _assert_twins(_purgatory._PartitionCore, kafka._PurePartitionCore, "_PartitionCore")
-    for core in (_purgatory._PartitionCore, kafka._PurePartitionCore):
+    for core in (_kafka._PartitionCore, _kafka_py._PartitionCore):
         part = core()
         part._acked_to = 7
         assert part._acked_to == 7
 
 
-def test_purgatory_without_its_extension_warns_and_falls_back():
-    # A build with the compiled core but no (or a mismatched) compiled
-    # purgatory must say so, not run slower in silence.
-    import subprocess
-    import sys
+def test_new_produce_on_both_sides():
+    # _new_produce builds the operation the replay loop completes: every
+    # field set, the rest as __init__ leaves it.
+    from tickwheel import _kafka, _kafka_py
 
-    code = (
+    for module in (_kafka, _kafka_py):
+
+        class Produce(module._ProduceCore):  # type: ignore[misc, name-defined]
+            pass
+
+        part = module._PartitionCore()
+        part._acked_to = 3
+        seen: list[Any] = []
+        op = module._new_produce(Produce, part, 3, 100, 5, "r", lambda: 9, seen.append)
+        assert (op.partition, op.required_offset, op.timeout_ms, op.delay_ms) == (
+            part,
+            3,
+            100,
+            100,
+        )
+        assert (op.arrival_ms, op.request_id, op.done_ms, op.outcome) == (
+            5,
+            "r",
+            None,
+            None,
+        )
+        assert not op._op_done and op._op_trylock
+        assert op.try_complete() and seen == [op]
+        assert (op.outcome, op.error, op.done_ms) == (module.COMPLETED, None, 9)
+        with pytest.raises(TypeError):
+            module._new_produce(int, part, 3, 1, 0, None, int, None)
+
+
+# -- the selection: _impl ---------------------------------------------------------
+def test_impl_selects_every_compiled_module():
+    import tickwheel
+    from tickwheel import _impl, _kafka, _purgatory, _wheel, kafka, purgatory, timer
+
+    assert _impl.USE_EXTENSIONS and tickwheel.USE_EXTENSIONS
+    assert _impl.core is _wheel and _impl.select("_wheel") is _wheel
+    assert _impl.select("_purgatory") is _purgatory
+    assert _impl.select("_kafka") is _kafka
+    assert purgatory.DelayedOperation is _purgatory.DelayedOperation
+    assert issubclass(purgatory.DelayedOperationPurgatory, _purgatory._PurgatoryCore)
+    assert issubclass(timer.MockTimer, _wheel.TimerCore)
+    assert issubclass(kafka.DelayedProduce, _kafka._ProduceCore)
+    assert issubclass(kafka.Partition, _kafka._PartitionCore)
+
+
+def test_twin_package_is_built_on_every_twin():
+    from tickwheel import _impl, _kafka_py, _purgatory_py, _wheel_py
+
+    pure = _impl.twin_package()
+    assert pure is _impl.twin_package()  # built once
+    assert not pure.USE_EXTENSIONS and pure._impl.core is _wheel_py
+    assert pure.TimerTask is _wheel_py.TimerTask  # the twins are shared
+    assert pure.purgatory.DelayedOperation is _purgatory_py.DelayedOperation
+    assert issubclass(pure.MockTimer, _wheel_py.TimerCore)
+    assert issubclass(pure.kafka.DelayedProduce, _kafka_py._ProduceCore)
+    import tickwheel
+
+    assert tickwheel.purgatory is not pure.purgatory  # the import is untouched
+
+
+def _run(code: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TICKWHEEL_NO_EXTENSIONS"}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=env)
+
+
+# After the selection, the classes in use all come from the twins.
+_ALL_TWINS = (
+    "from tickwheel import _impl, kafka, purgatory\n"
+    "import tickwheel\n"
+    "assert not tickwheel.USE_EXTENSIONS and _impl.core.__name__.endswith('_py')\n"
+    "assert purgatory.DelayedOperation.__module__ == 'tickwheel._purgatory_py'\n"
+    "assert kafka.DelayedProduce.__mro__[2].__module__ == 'tickwheel._kafka_py'\n"
+    "assert tickwheel.MockTimer.__mro__[1].__module__ == 'tickwheel._wheel_py'\n"
+    "assert _impl.select('_purgatory').__name__ == 'tickwheel._purgatory_py'\n"
+    "class Op(purgatory.DelayedOperation):\n"
+    "    def try_complete(self):\n"
+    "        return False\n"
+    "timer = tickwheel.MockTimer()\n"
+    "p = purgatory.DelayedOperationPurgatory('fallback', timer)\n"
+    "op = Op(10)\n"
+    "assert not p.try_complete_else_watch(op, ['k'])\n"
+    "timer.advance_clock(10)\n"
+    "assert op.expired and p.delayed == 0\n"
+)
+
+
+@pytest.mark.parametrize("missing", ["_purgatory", "_kafka"])
+def test_partial_build_warns_and_selects_every_twin(missing):
+    # Some compiled modules load, one does not (a partial or stale build):
+    # a RuntimeWarning names it, and nothing compiled is mixed in.
+    _run(
         "import sys, warnings\n"
-        "sys.modules['tickwheel._purgatory'] = None\n"
+        f"sys.modules['tickwheel.{missing}'] = None\n"
         "with warnings.catch_warnings(record=True) as rec:\n"
         "    warnings.simplefilter('always')\n"
-        "    import tickwheel.purgatory as p\n"
-        "assert not p.USE_COMPILED_PURGATORY\n"
-        "assert any('compiled purgatory' in str(w.message) for w in rec), rec\n"
-        "from tickwheel import MockTimer\n"
-        "class Op(p.DelayedOperation):\n"
-        "    def try_complete(self):\n"
-        "        return False\n"
-        "timer = MockTimer()\n"
-        "purgatory = p.DelayedOperationPurgatory('fallback', timer)\n"
-        "op = Op(10)\n"
-        "assert not purgatory.try_complete_else_watch(op, ['k'])\n"
-        "timer.advance_clock(10)\n"
-        "assert op.expired and purgatory.delayed == 0\n"
+        "    import tickwheel\n"
+        "msgs = [str(w.message) for w in rec if w.category is RuntimeWarning]\n"
+        f"assert len(msgs) == 1 and 'but {missing} did not' in msgs[0], msgs\n"
+        "assert 'Rebuild tickwheel' in msgs[0]\n" + _ALL_TWINS
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_pure_install_selects_every_twin_quietly():
+    # No compiled module at all (a pure-Python wheel): no warning.
+    _run(
+        "import sys, warnings\n"
+        "sys.modules['tickwheel._wheel'] = None\n"
+        "warnings.simplefilter('error')\n"
+        "import tickwheel\n" + _ALL_TWINS
+    )

@@ -119,14 +119,16 @@ def test_large_buckets_expire_in_the_same_order_on_both_cores(wheel_size):
     """
     import random
 
-    from tickwheel.timer import MockTimer, PyMockTimer
+    from tickwheel import MockTimer, _impl
+
+    TwinMockTimer = _impl.twin_package().MockTimer
 
     rnd = random.Random(wheel_size)
     delays = [rnd.choice([1, 5, 19, 20, 21, 399, 400, 7_999, 8_000, 160_001])
               + rnd.randrange(3) for _ in range(12_000)]  # fmt: skip
     cancel = set(rnd.sample(range(len(delays)), 1_500))
     runs = []
-    for cls in (MockTimer, PyMockTimer):
+    for cls in (MockTimer, TwinMockTimer):
         timer = cls(wheel_size=wheel_size)
         fired: list[tuple[int, int]] = []
         tasks = [

@@ -1,7 +1,10 @@
 # Kafka's request purgatory, compiled hot paths (see purgatory.py for the
-# design, the worked example and the pure-Python reference of every name here).
+# design and the worked example, _purgatory_py.py for the pure-Python twin
+# and reference of every name here).  Generic: it knows operations, keys and
+# locks, nothing of what an operation waits for (Kafka's produce lives in
+# _kafka.pxd, which cimports this file).
 #
-# What is compiled, and why: a replayed produce request goes through
+# What is compiled, and why: a typical operation goes through
 # try_complete_else_watch once and check_and_complete a few times, and each
 # pass reads and writes a handful of flags under the operation's lock.  As
 # Python attributes those reads are dictionary-free slot lookups but still
@@ -62,35 +65,8 @@ cdef class _PurgatoryCore:
     cdef public Py_ssize_t _estimated
     cdef public bint _shut
     cdef public set _op_types
-    # True when the timer is the compiled core: every operation is then a
-    # compiled DelayedOperation and the loops read its C fields.
-    cdef public bint _compiled_ops
 
 
-# kafka.Partition's smallest in-sync follower LEO (kept up to date by
-# Partition; written in C by the replay loop): try_complete compares it.
-cdef class _PartitionCore:
-    cdef public object _acked_to
-
-
-# kafka.DelayedProduce's fields and hot methods (try_complete runs several
-# times per replayed request): kafka.py subclasses it for the rest.
-cdef class _ProduceCore(DelayedOperation):
-    cdef public object partition
-    cdef public object required_offset
-    cdef public object timeout_ms
-    cdef public object arrival_ms
-    cdef public object done_ms
-    cdef public object outcome
-    cdef public object error
-    cdef public object request_id
-    cdef public object _clock
-    cdef public object _callback
-    cpdef try_complete(self)
-    cpdef on_complete(self)
-
-
-# _new_operation plus the produce fields, in one C call (the replay loop).
-cdef _ProduceCore _new_produce(
-    type cls, object partition, object required_offset, object timeout_ms,
-    object arrival_ms, object request_id, object clock, object callback)
+# A new operation of class ``cls`` with ``delay_ms`` and a private lock, its
+# __init__ not called (_new_operation; _kafka._new_produce builds on it).
+cdef DelayedOperation _fresh(type cls, object delay_ms)

@@ -1,9 +1,9 @@
 """Compiled hot paths of Kafka's request purgatory.
 
-See ``_purgatory.pxd`` for what is compiled and why, and ``purgatory.py`` for
-the design, the thread-safety protocol and the pure-Python reference of every
-name here (``_DelayedOperationMixin``, ``_Shard``, ``_PurgatoryCore``); the
-docstrings below match it, line for line the logic does too.
+See ``_purgatory.pxd`` for what is compiled and why, ``purgatory.py`` for
+the design and the thread-safety protocol, and ``_purgatory_py.py`` for the
+pure-Python twin of every name here; the docstrings below match it, line for
+line the logic does too.
 """
 
 cimport cython
@@ -36,11 +36,6 @@ from tickwheel._wheel import TimerTask as _TimerTask
 
 __all__ = ["DelayedOperation"]
 
-# kafka.py's constants, the same strings.
-COMPLETED = "completed"
-EXPIRED = "expired"
-REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
-
 logger = logging.getLogger("tickwheel")
 
 # Cached module-level callables (uvloop's "cdef object" aliases).
@@ -55,7 +50,7 @@ cdef object _monotonic = time.monotonic
 # "CPython internals"), so the flag stays.  It needs a GIL: a free-threaded
 # CPython enables it when importing this module (which does not declare
 # itself free-threading safe) unless PYTHON_GIL=0 forces it off, and then
-# the import fails (purgatory.py warns and runs the pure-Python purgatory).
+# the import fails (tickwheel._impl then warns and selects every twin).
 cdef extern from "_compat.h":
     bint TW_COMPAT_FREE_THREADED
 
@@ -431,15 +426,13 @@ cdef class _Shard:
         self.watchers = {}
 
 
-# -- the two hot paths, once per kind of operation ---------------------------------
-# ``Op`` is DelayedOperation (C fields) for a purgatory on the compiled core
-# and object (Python attributes: PyDelayedOperation) for one on the twin.
-ctypedef fused Op:
-    DelayedOperation
-    object
+# -- the two hot paths ------------------------------------------------------------
+# Every watched operation is a DelayedOperation of this module (the
+# purgatory checks each new operation type once, see _check_op_type), so
+# the loops read its C fields through unchecked casts.
 
 
-cdef bint _hand_off(Op op) except -1:
+cdef bint _hand_off(DelayedOperation op) except -1:
     """``op``'s private lock is taken: leave its holder a retry, or take the lock."""
     op._op_retry = True
     lock = op._op_lock
@@ -452,7 +445,7 @@ cdef bint _hand_off(Op op) except -1:
     return True
 
 
-cdef bint _retry(Op op, unsigned long ident) except -1:
+cdef bint _retry(DelayedOperation op, unsigned long ident) except -1:
     """Try ``op`` again while other threads keep flagging it (Kafka's retry loop)."""
     lock = op._op_lock
     cdef bint completed = False
@@ -470,7 +463,7 @@ cdef bint _retry(Op op, unsigned long ident) except -1:
     return completed
 
 
-cdef object _watch(_PurgatoryCore self, Op operation, object keys):
+cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys):
     # try_complete_else_watch after the argument checks (see the twin).
     cdef Py_ssize_t n = len(keys)
     cdef list shards = self._shards
@@ -526,18 +519,17 @@ cdef object _watch(_PurgatoryCore self, Op operation, object keys):
     return completed
 
 
-cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops, Op kind):
-    # check_and_complete's scan of ``ops`` (see the twin); ``kind`` only picks
-    # the specialisation.
+cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
+    # check_and_complete's scan of ``ops`` (see the twin).
     cdef unsigned long ident = _ident()
     cdef Py_ssize_t completed = 0
     cdef Py_ssize_t dropped = 0
     cdef list keep = []
     cdef bint ok
-    cdef Op op
+    cdef DelayedOperation op
     error = None
     for item in ops:
-        op = <Op>item
+        op = <DelayedOperation>item
         if op._op_done:
             dropped += 1
             continue
@@ -665,9 +657,7 @@ cdef class _PurgatoryCore:
             for key in keys:
                 _hash_key(key, f"key {key!r} in keys")
             raise
-        if self._compiled_ops:
-            return _watch(self, <DelayedOperation>operation, keys)
-        return _watch[object](self, operation, keys)
+        return _watch(self, <DelayedOperation>operation, keys)
 
     def check_and_complete(self, key):
         """Try to complete every operation watching ``key``; drop completed entries.
@@ -698,9 +688,7 @@ cdef class _PurgatoryCore:
         ops = shard.watchers.get(key)
         if ops is None:
             return 0
-        if self._compiled_ops:
-            return _check(self, shard, key, <list>ops, <DelayedOperation>None)
-        return _check[object](self, shard, key, <list>ops, None)
+        return _check(self, shard, key, <list>ops)
 
     def _log_error(self, op, exc):
         logger.error(
@@ -719,7 +707,7 @@ def _new_operation(type cls, delay_ms):
     """A new ``cls`` with ``delay_ms`` and a private lock, without calling its __init__.
 
     For DelayedOperation subclasses created by the million that fill their
-    own fields right after (the replay engine's one operation per request):
+    own fields right after (say one operation per replayed request):
     the state is what ``DelayedOperation.__init__(op, delay_ms)`` leaves.
 
     :raises TypeError: if ``cls`` is not a DelayedOperation subclass, or as
@@ -735,52 +723,4 @@ cdef DelayedOperation _fresh(type cls, object delay_ms):
     _delay_to_ns(delay_ms, op)  # the delay_ms setter, without the attribute lookup
     op._op_lock = _Lock.__new__(_Lock)  # _allocate_lock(), without the call
     op._op_trylock = True
-    return op
-
-
-# -- kafka.DelayedProduce's hot half ------------------------------------------------
-cdef class _PartitionCore:
-    """The one field of Partition that DelayedProduce.try_complete reads."""
-
-
-cdef class _ProduceCore(DelayedOperation):
-    """The fields and hot methods of DelayedProduce (kafka.py adds the rest)."""
-
-    cpdef try_complete(self):
-        """Complete iff every in-sync follower's LEO reached required_offset."""
-        partition = self.partition
-        if isinstance(partition, _PartitionCore):
-            # Partition's field, read in C: one comparison.
-            if (<_PartitionCore>partition)._acked_to < self.required_offset:
-                return False
-        elif not partition.acked(self.required_offset):
-            return False
-        return self.force_complete()
-
-    cpdef on_complete(self):
-        """Record the outcome and completion time, then call the callback."""
-        self.done_ms = self._clock()
-        if self._op_expired:
-            self.outcome = EXPIRED
-            self.error = REQUEST_TIMED_OUT
-        else:
-            self.outcome = COMPLETED
-        if self._callback is not None:
-            self._callback(self)
-
-
-cdef _ProduceCore _new_produce(
-    type cls, object partition, object required_offset, object timeout_ms,
-    object arrival_ms, object request_id, object clock, object callback
-):
-    # ReplayProduce(...) of tickwheel.spark.engine (a fresh operation, then
-    # its fields) in one C call; the caller has validated every value.
-    cdef _ProduceCore op = <_ProduceCore?>_fresh(cls, timeout_ms)
-    op.partition = partition
-    op.required_offset = required_offset
-    op.timeout_ms = timeout_ms
-    op.arrival_ms = arrival_ms
-    op.request_id = request_id
-    op._clock = clock
-    op._callback = callback
     return op

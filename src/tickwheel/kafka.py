@@ -51,10 +51,19 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Hashable, Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from .purgatory import DelayedOperation
-from .purgatory import _compiled as _purgatory
+# Partition and DelayedProduce are built on the compiled _kafka module or its
+# twin _kafka_py (chosen once by _impl): the fields the purgatory's hot loop
+# reads, and the produce's two hooks.
+from ._impl import (
+    COMPLETED,
+    EXPIRED,
+    REQUEST_TIMED_OUT,
+    DelayedOperation,
+    _PartitionCore,
+    _ProduceCore,
+)
 
 __all__ = [
     "COMPLETED",
@@ -64,11 +73,6 @@ __all__ = [
     "DelayedProduce",
     "Partition",
 ]
-
-COMPLETED = "completed"
-EXPIRED = "expired"
-#: Kafka's error code name for a produce whose acks did not arrive in time.
-REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
 
 Clock = Callable[[], int]
 
@@ -86,21 +90,6 @@ def _check_clock(clock: object) -> Clock:
         raise TypeError(f"clock must be a callable returning ms, got {clock!r}")
     return clock
 
-
-class _PurePartitionCore:
-    """The one field of Partition that DelayedProduce.try_complete reads."""
-
-    __slots__ = ("_acked_to",)
-
-    _acked_to: int | float
-
-
-# The same field as a C slot (_purgatory.pyx), read by the compiled
-# try_complete and written by the compiled replay loop.
-if TYPE_CHECKING or _purgatory is None:
-    _PartitionCore = _PurePartitionCore
-else:
-    _PartitionCore = _purgatory._PartitionCore
 
 _NO_ISR = float("inf")
 
@@ -287,65 +276,6 @@ class _Outcome:
         if self.done_ms is None:
             return None
         return self.done_ms - self.arrival_ms
-
-
-class _PureProduceCore(DelayedOperation):
-    """The fields and hot methods of DelayedProduce (kafka.py adds the rest)."""
-
-    __slots__ = (
-        "partition",
-        "required_offset",
-        "timeout_ms",
-        "arrival_ms",
-        "done_ms",
-        "outcome",
-        "error",
-        "request_id",
-        "_clock",
-        "_callback",
-    )
-
-    partition: Partition
-    required_offset: int
-    timeout_ms: int
-    arrival_ms: int
-    done_ms: int | None
-    outcome: str | None
-    error: str | None
-    request_id: Any
-    _clock: Clock
-    _callback: Callable[[Any], Any] | None
-
-    def try_complete(self) -> bool:
-        """Complete iff every in-sync follower's LEO reached required_offset."""
-        # Partition.acked, inlined: the purgatory calls this several times
-        # per request (before and after watching, then on every check).
-        partition = self.partition
-        if isinstance(partition, _PurePartitionCore):
-            if partition._acked_to < self.required_offset:
-                return False
-        elif not partition.acked(self.required_offset):
-            return False
-        return self.force_complete()
-
-    def on_complete(self) -> None:
-        """Record the outcome and completion time, then call the callback."""
-        self.done_ms = self._clock()
-        if self._op_expired:
-            self.outcome = EXPIRED
-            self.error = REQUEST_TIMED_OUT
-        else:
-            self.outcome = COMPLETED
-        if self._callback is not None:
-            self._callback(self)
-
-
-# The same half, compiled (_purgatory.pyx): C fields, and no bytecode in the
-# method the purgatory calls several times per request.
-if TYPE_CHECKING or _purgatory is None:
-    _ProduceCore = _PureProduceCore
-else:
-    _ProduceCore = _purgatory._ProduceCore
 
 
 class DelayedProduce(_Outcome, _ProduceCore):

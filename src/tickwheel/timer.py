@@ -41,10 +41,17 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+from typing import Any, Callable, Literal, Union
 
-from . import _wheel_py
-from ._impl import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, TimerCore, TimerTask
+from ._impl import (
+    DEFAULT_TICK_MS,
+    DEFAULT_WHEEL_SIZE,
+    MAX_DELAY_MS,
+    USE_EXTENSIONS,
+    TimerCore,
+    TimerTask,
+    core,
+)
 
 __all__ = ["MockTimer", "SystemTimer"]
 
@@ -56,13 +63,6 @@ _CLOCK_END_NS = 2**62 // _NS_PER_MS * _NS_PER_MS
 
 ErrorHandler = Callable[[TimerTask, BaseException], Any]
 Executor = Union[None, Literal["inline"], concurrent.futures.Executor]
-
-
-if TYPE_CHECKING:
-    # The mixins run on either core; the annotated twin describes both.
-    _CoreBase = _wheel_py.TimerCore
-else:
-    _CoreBase = object
 
 
 def _log_error(task: Any, exc: BaseException) -> None:
@@ -78,7 +78,7 @@ def _check_ms(value: object, name: str) -> int:
         raise ValueError(f"{name} must be finite, got {value!r}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value!r}")
-    if value > _wheel_py.MAX_DELAY_MS:
+    if value > MAX_DELAY_MS:
         raise OverflowError(f"{name}={value!r} is out of range")
     if isinstance(value, int):
         return value * _NS_PER_MS
@@ -105,7 +105,8 @@ def _after_fork_in_child() -> None:
     # stays held forever in the child.  Give every timer fresh locks and
     # threads.  Tasks pending at the fork belong to the parent and, as with
     # threading.Timer, do not run in the child: they are cancelled there.
-    _wheel_py._LOCK = threading.RLock()
+    if not USE_EXTENSIONS:
+        core._LOCK = threading.RLock()  # the twin's one lock
     for timer in list(_LIVE):
         timer._reinit_after_fork()
 
@@ -122,8 +123,39 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_close_all_at_exit)
 
 
-class _SystemTimerMixin(_CoreBase):
-    """Reaper, executor and lifecycle; the wheel comes from the core base."""
+class SystemTimer(TimerCore):
+    """A real-time hierarchical timing wheel with its own reaper thread.
+
+    Expired tasks run on the executor: by default one named worker thread,
+    which, while idle, sleeps (GIL released) until the earliest bucket is due
+    and then polls and runs it itself, the reaper standing by for buckets a
+    long task keeps it from; ``executor="inline"`` runs them on the reaper
+    thread, which keeps time; any :class:`concurrent.futures.Executor` works.
+    A task that raises is passed to ``on_error`` (default: logged on the
+    ``tickwheel`` logger) and never stops either thread.  Tasks never run
+    before their deadline.
+
+    Runtime complexity: add/schedule O(levels), cancel O(1).
+
+    >>> import threading
+    >>> done = threading.Event()
+    >>> with SystemTimer() as timer:
+    ...     task = timer.schedule(5, done.set)
+    ...     done.wait(5)
+    True
+
+    :param name: prefix of the thread names
+    :param tick_ms: resolution in milliseconds (>= 1)
+    :param wheel_size: buckets per wheel level (>= 2)
+    :param start_ms: wheel start on the clock, in ms (default: now)
+    :param executor: None, "inline", or a concurrent.futures.Executor
+    :param reaper: start the reaper thread (False: call advance_clock yourself)
+    :param clock: callable returning nanoseconds (default time.monotonic_ns)
+    :param on_error: ``on_error(task, exc)`` for exceptions raised by tasks
+    :param cascade_early: let the thread keeping time move tasks of big
+        overflow buckets down a level while it is idle, in chunks (see
+        ``precascade``), instead of all at once when the bucket's slot starts
+    """
 
     def __init__(
         self,
@@ -598,8 +630,23 @@ class _SystemTimerMixin(_CoreBase):
         return f"<SystemTimer {self.name!r} {state} pending={len(self)}>"
 
 
-class _MockTimerMixin(_CoreBase):
-    """Manual clock and synchronous running; the wheel comes from the core base."""
+class MockTimer(TimerCore):
+    """The same wheel on a manual clock: no threads, tasks run in advance_clock.
+
+    A task added when already due runs synchronously inside ``add``.
+
+    >>> timer = MockTimer(start_ms=0)
+    >>> seen = []
+    >>> _ = timer.schedule(20, lambda: seen.append(timer.now_ms))
+    >>> _ = timer.schedule(10, lambda: seen.append(timer.now_ms))
+    >>> timer.advance_clock(100), seen, len(timer)
+    (True, [10, 20], 0)
+
+    :param start_ms: initial clock value in ms
+    :param tick_ms: resolution in milliseconds (>= 1)
+    :param wheel_size: buckets per wheel level (>= 2)
+    :param on_error: ``on_error(task, exc)`` for exceptions raised by tasks
+    """
 
     def __init__(
         self,
@@ -691,65 +738,3 @@ class _MockTimerMixin(_CoreBase):
 
     def __repr__(self) -> str:
         return f"<MockTimer now_ms={self.now_ms} pending={len(self)}>"
-
-
-class SystemTimer(_SystemTimerMixin, TimerCore):
-    """A real-time hierarchical timing wheel with its own reaper thread.
-
-    Expired tasks run on the executor: by default one named worker thread,
-    which, while idle, sleeps (GIL released) until the earliest bucket is due
-    and then polls and runs it itself, the reaper standing by for buckets a
-    long task keeps it from; ``executor="inline"`` runs them on the reaper
-    thread, which keeps time; any :class:`concurrent.futures.Executor` works.
-    A task that raises is passed to ``on_error`` (default: logged on the
-    ``tickwheel`` logger) and never stops either thread.  Tasks never run
-    before their deadline.
-
-    Runtime complexity: add/schedule O(levels), cancel O(1).
-
-    >>> import threading
-    >>> done = threading.Event()
-    >>> with SystemTimer() as timer:
-    ...     task = timer.schedule(5, done.set)
-    ...     done.wait(5)
-    True
-
-    :param name: prefix of the thread names
-    :param tick_ms: resolution in milliseconds (>= 1)
-    :param wheel_size: buckets per wheel level (>= 2)
-    :param start_ms: wheel start on the clock, in ms (default: now)
-    :param executor: None, "inline", or a concurrent.futures.Executor
-    :param reaper: start the reaper thread (False: call advance_clock yourself)
-    :param clock: callable returning nanoseconds (default time.monotonic_ns)
-    :param on_error: ``on_error(task, exc)`` for exceptions raised by tasks
-    :param cascade_early: let the thread keeping time move tasks of big
-        overflow buckets down a level while it is idle, in chunks (see
-        ``precascade``), instead of all at once when the bucket's slot starts
-    """
-
-
-class MockTimer(_MockTimerMixin, TimerCore):
-    """The same wheel on a manual clock: no threads, tasks run in advance_clock.
-
-    A task added when already due runs synchronously inside ``add``.
-
-    >>> timer = MockTimer(start_ms=0)
-    >>> seen = []
-    >>> _ = timer.schedule(20, lambda: seen.append(timer.now_ms))
-    >>> _ = timer.schedule(10, lambda: seen.append(timer.now_ms))
-    >>> timer.advance_clock(100), seen, len(timer)
-    (True, [10, 20], 0)
-
-    :param start_ms: initial clock value in ms
-    :param tick_ms: resolution in milliseconds (>= 1)
-    :param wheel_size: buckets per wheel level (>= 2)
-    :param on_error: ``on_error(task, exc)`` for exceptions raised by tasks
-    """
-
-
-class PySystemTimer(_SystemTimerMixin, _wheel_py.TimerCore):
-    """SystemTimer on the pure-Python core (for debugging and parity tests)."""
-
-
-class PyMockTimer(_MockTimerMixin, _wheel_py.TimerCore):
-    """MockTimer on the pure-Python core (for debugging and parity tests)."""

@@ -47,11 +47,11 @@ def rss_kb() -> int:
 
 
 def classes(core: str) -> tuple[Any, Any, Any]:
-    from tickwheel import purgatory, timer
+    import tickwheel
+    from tickwheel import _impl
 
-    if core == "pure":
-        return timer.PyMockTimer, purgatory.PyDelayedOperation, timer.PySystemTimer
-    return timer.MockTimer, purgatory.DelayedOperation, timer.SystemTimer
+    pkg = _impl.twin_package() if core == "pure" else tickwheel
+    return pkg.MockTimer, pkg.DelayedOperation, pkg.SystemTimer
 
 
 def _noop(arg: object) -> None:

@@ -22,18 +22,11 @@ from typing import Any
 
 import pytest
 
-from tickwheel import purgatory as purgatory_mod
-from tickwheel import timer as timer_mod
-from tickwheel.purgatory import DelayedOperationPurgatory
 
-
-def _kit(core: ModuleType) -> SimpleNamespace:
-    if core.__name__.endswith("_py"):
-        base: Any = purgatory_mod.PyDelayedOperation
-        mock: Any = timer_mod.PyMockTimer
-    else:
-        base = purgatory_mod.DelayedOperation
-        mock = timer_mod.MockTimer
+def _kit(package: ModuleType) -> SimpleNamespace:
+    """Kafka's test classes on one core (``tickwheel`` or its twin copy)."""
+    base: Any = package.purgatory.DelayedOperation
+    mock: Any = package.MockTimer
 
     class MockDelayedOperation(base):  # type: ignore[misc, valid-type]
         """Kafka's MockDelayedOperation: completes once ``completable``."""
@@ -60,17 +53,22 @@ def _kit(core: ModuleType) -> SimpleNamespace:
                     )
             self.completed_event.set()  # Kafka: notify()
 
-    return SimpleNamespace(Op=MockDelayedOperation, Base=base, MockTimer=mock)
+    return SimpleNamespace(
+        Op=MockDelayedOperation,
+        Base=base,
+        MockTimer=mock,
+        Purgatory=package.purgatory.DelayedOperationPurgatory,
+    )
 
 
 @pytest.fixture
-def kit(impl: ModuleType) -> SimpleNamespace:
-    return _kit(impl)
+def kit(timers: Any) -> SimpleNamespace:
+    return _kit(timers.package)
 
 
 @pytest.fixture
 def purgatory(kit, no_thread_leak):
-    p = DelayedOperationPurgatory("mock", kit.MockTimer(), reaper=False)
+    p = kit.Purgatory("mock", kit.MockTimer(), reaper=False)
     yield p
     p._check()
     p.shutdown()
@@ -133,9 +131,7 @@ def test_DelayedOperationTest_testRequestExpiry(kit, purgatory):
 @pytest.mark.slow
 def test_DelayedOperationTest_testRequestExpiry_real_time(kit, no_thread_leak):
     """Kafka's original setup: the purgatory owns a real-time timer and reaper."""
-    if kit.Base is purgatory_mod.PyDelayedOperation and purgatory_mod.USE_EXTENSIONS:
-        pytest.skip("an owned timer uses the compiled core")
-    with DelayedOperationPurgatory("mock") as p:
+    with kit.Purgatory("mock") as p:
         start = time.monotonic()
         r1, r2 = kit.Op(20), kit.Op(200_000)
         assert p.try_complete_else_watch(r1, ["test1"]) is False

@@ -20,7 +20,7 @@ from cpython.long cimport PyLong_AsLongLong
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, realloc
 
-from tickwheel._purgatory cimport _PartitionCore, _ProduceCore, _new_produce
+from tickwheel._kafka cimport _PartitionCore, _ProduceCore, _new_produce
 from tickwheel._wheel cimport TimerCore, TimerTaskList
 
 from functools import partial as _partial

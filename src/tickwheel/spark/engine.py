@@ -76,7 +76,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import tickwheel
-from tickwheel import MockTimer, kafka
+from tickwheel import MockTimer
 from tickwheel.kafka import DelayedProduce, Partition
 from tickwheel.purgatory import (
     DelayedOperation,
@@ -100,10 +100,10 @@ __all__ = [
 logger = logging.getLogger("tickwheel.spark")
 
 # The compiled event loop (_replay.pyx) stores an operation's fields in C, so
-# it needs the compiled DelayedProduce fields (_purgatory._ProduceCore);
+# it needs the compiled DelayedProduce fields (_kafka._ProduceCore);
 # without them the Python loop below runs (the pure-Python CI job tests it).
 _replay: Any = None
-if not TYPE_CHECKING and kafka._ProduceCore is not kafka._PureProduceCore:
+if not TYPE_CHECKING and tickwheel.USE_EXTENSIONS:
     try:
         import tickwheel.spark._replay as _compiled_loop
 
