@@ -9,6 +9,7 @@ tickwheel-only tests drive a SystemTimer by hand on a fake clock.
 
 from __future__ import annotations
 
+import _thread
 import sys
 import threading
 import time
@@ -222,7 +223,10 @@ def test_timer_sys_exit_in_function_is_quiet(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # threading's default excepthook ignores SystemExit: nothing is printed.
-    monkeypatch.setattr(threading, "excepthook", threading.__excepthook__)
+    # (threading.__excepthook__, the saved default, is new in 3.10; 3.9's
+    # default is _thread._excepthook itself.)
+    default = getattr(threading, "__excepthook__", None) or _thread._excepthook
+    monkeypatch.setattr(threading, "excepthook", default)
     t = TimerClass(0.0, sys.exit, [3])
     t.start()
     t.join(5)

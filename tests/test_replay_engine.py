@@ -578,3 +578,15 @@ def test_pack_ids_round_trips_every_int64_and_is_small():
     # What a task reports: a quarter of a million ids drawn from a million.
     ids = np.sort(rng.choice(1_000_000, 250_000, replace=False))
     assert len(pack_ids(ids)) < ids.nbytes / 4
+
+
+def test_arrow_sort_indices_places_nulls_on_the_installed_pyarrow():
+    # pyarrow < 25 takes only (name, order) keys and 25+ warns about the
+    # SortOptions-wide null_placement (an error here): the shim must pick the
+    # form the installed release wants (Python 3.9's newest pyarrow is 21).
+    from tickwheel.spark import _arrow
+
+    table = pa.table({"a": [1, None, 1, 0], "b": [2, 0, None, 5]})
+    keys = [("a", "ascending"), ("b", "ascending")]
+    assert _arrow.sort_indices(table, keys, "at_start").to_pylist() == [1, 3, 2, 0]
+    assert _arrow.sort_indices(table, keys, "at_end").to_pylist() == [3, 0, 2, 1]

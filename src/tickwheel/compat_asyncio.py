@@ -556,29 +556,12 @@ def call_later(
     wheel = _last_wheel
     if wheel is None or wheel._loop_ref() is not loop:
         wheel = get_wheel(loop)
-    # The body of TimerWheel.call_later, inlined (a second call with *args and
-    # a keyword costs as much as the rest of the work).
-    handle: TimerHandle
-    if context is None:
-        ctx = _copy_context()
-        try:
-            if ctx:  # any variable set? (truth is len(), without a call)
-                shared = _schedule_as(
-                    wheel, _ContextTimerHandle, delay * 1000.0, callback, *args
-                )
-                shared._context = wheel._share(ctx)  # set before the loop runs it
-                return shared
-            if args:
-                return _schedule_as(wheel, TimerHandle, delay * 1000.0, callback, *args)
-            return _schedule_as(
-                wheel, TimerHandle, delay * 1000.0, callback
-            )  # no star-call
-        except (TypeError, ValueError, OverflowError):
-            handle = wheel._new_handle(delay, callback, args, ctx, False)
-    else:
-        handle = wheel._new_handle(delay, callback, args, context, True)
-    _core_add(wheel, handle)
-    return handle
+    # TimerWheel.call_later is the one implementation.  The common call (no
+    # args, no context) passes neither *args nor a keyword: a star-call with a
+    # keyword would cost as much again as the rest of the work.
+    if context is None and not args:
+        return wheel.call_later(delay, callback)
+    return wheel.call_later(delay, callback, *args, context=context)
 
 
 def call_at(

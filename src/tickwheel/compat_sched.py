@@ -44,7 +44,12 @@ Documented differences from ``sched.scheduler``:
   ``enterabs``/``enter``, where ``sched`` would accept anything comparable;
   NaN times raise ValueError;
 * ``cancel()`` finds the event by its ``sequence`` number, then checks it is
-  equal to the one given (sched compares with ``==`` over the whole queue).
+  equal to the one given (sched compares with ``==`` over the whole queue);
+* on Python 3.9, whose ``sched.Event`` has no ``sequence`` field and whose
+  heap runs events of equal time and priority in no set order, events are a
+  ``sched.Event`` subclass that carries one, ties run in the order they were
+  entered, and ``cancel()`` removes exactly the event given: the rules of
+  3.10 and later, whose ``sched`` it matches exactly.
 """
 
 from __future__ import annotations

@@ -28,6 +28,73 @@ Example (manual clock)::
     (False, [])
     >>> timer.advance_clock(1), fired, timer.now_ms
     (True, ['ten'], 10)
+
+SystemTimer's threads: who waits on what, who wakes whom
+--------------------------------------------------------
+One lock and three conditions on it (``_cond``, ``_work_cond``,
+``_reaper_cond``), so that each notify reaches only the thread it is for.
+Every name in these tables is a name in this file, and
+``tests/test_timer_roles.py`` checks the rows against the code: each loop
+waits on the condition in its row, the notifies in the code are exactly the
+"woken by" cells, and the functions that touch each piece of state are
+exactly those in its row.
+
+Who waits (one row per waiting thread; a thread waits on one condition only):
+
+| role | loop | exists when | waits on | woken by |
+|---|---|---|---|---|
+| worker | `_work` | no executor | `_work_cond` | `_on_wake`, `_expire_due`, `_close` |
+| reaper | `_reap` | reaper=True | `_reaper_cond` | `_on_wake`, `_close` |
+| driver | `advance_clock` | any caller | `_cond` | `_on_wake`, `_close` |
+
+- `_on_wake` (run by the core inside ``add`` when the task is due already
+  or sits earlier than everything pending) wakes every driver, the worker iff
+  `_worker_idle`, and the reaper iff `_reaper_parked` or the reaper keeps
+  time (not `_worker_keeps_time`).  Threads calling ``add`` never wait.
+- `_expire_due` wakes the worker after queueing a batch on `_batches`.
+- `_close` sets `_stopping` and wakes everyone.
+- The pool runners (`_run_one` per task, or `_fan_out`'s `_drain` runners
+  sharing one deque when the pool has fewer threads than the bucket has
+  tasks) run on the executor's threads and never wait on these conditions.
+
+Who keeps time (polls due buckets through `_expire_due`), who runs the tasks:
+
+| executor | reaper | keeps time | runs the tasks |
+|---|---|---|---|
+| None | True | `_work` when idle; `_reap` `_BACKUP_NS` late | `_work` |
+| None | False | `advance_clock`; `_work` after a batch | `_work` |
+| "inline" | either | `_reap` if running, else `advance_clock` | the poller |
+| an Executor | either | `_reap` if running, else `advance_clock` | the pool |
+
+The state they share besides the wheel (which serialises itself), with every
+function that touches it after `_init_sync`:
+
+| state | written by | read by | guarded by |
+|---|---|---|---|
+| `_stopping` | `_close` | `_work`, `_reap`, `advance_clock` | the lock |
+| `_worker_idle` | `_work` | `_on_wake` | the lock |
+| `_reaper_parked` | `_reap` | `_on_wake` | the lock |
+| `_batches` | `_expire_due`, `_work`, `_close` | | the lock (+ `_handover`) |
+| `_handover` | `_expire_due`, `_close` | | itself |
+| `_processed` | `_expire_due` | `advance_clock` | nothing (see below) |
+| `_processed_seen` | `advance_clock` | | the driver |
+| `_undone` | `_expire_due`, `_run_batch`, `_close` | `advance_clock` | see below |
+
+- `_worker_idle`: the idle worker keeps time, so add() wakes it, not the
+  reaper.  `_reaper_parked`: the backup reaper sleeps untimed while nothing
+  is pending, so add() must wake it.
+- `_handover` is held across poll + append to `_batches`, so batches reach
+  the worker in deadline order whichever thread polled.  It is always taken
+  before the lock, never while holding it.
+- `_processed` counts due buckets processed by any thread, `_processed_seen`
+  how many of them advance_clock has reported: a bucket another thread
+  processed since the last call makes the next call return True, so Kafka's
+  drain loop never stops with cascaded tasks pending.  Only ``!=`` between
+  the two matters, so the unlocked increment is enough: a lost update merges
+  two counts and the next call still returns True.
+- `_undone`: the rest of a batch a KeyboardInterrupt cut short on the
+  driver's thread ("inline"); the next poll, on either thread, runs it
+  (``_run`` skips a task that already ran) and `_close` cancels it.
 """
 
 from __future__ import annotations
@@ -208,7 +275,8 @@ class SystemTimer(TimerCore):
         lock = threading.Lock()
         # Three conditions on one lock, so each wake-up reaches only the
         # thread it is for: advance_clock's callers wait on _cond, the reaper
-        # on _reaper_cond, the executor's worker on _work_cond.
+        # on _reaper_cond, the executor's worker on _work_cond.  The tables
+        # in the module header give every role and flag below.
         self._cond = threading.Condition(lock)
         self._reaper_cond = threading.Condition(lock)
         self._work_cond = threading.Condition(lock)

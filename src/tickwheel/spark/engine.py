@@ -83,6 +83,7 @@ from tickwheel.purgatory import (
     DelayedOperationPurgatory,
     _new_operation,
 )
+from tickwheel.spark import _arrow
 
 __all__ = [
     "INPUT_COLUMNS",
@@ -1306,13 +1307,10 @@ def replay_table(
         columns["reason"] = ["duplicate request_id"] * rows.num_rows
         extra.append(_union_batch("rejected", columns, rows.num_rows))
         table = table.filter(pa.array(~dup))
-    order = pc.sort_indices(
+    order = _arrow.sort_indices(
         table,
-        sort_keys=[
-            ("partition", "ascending", "at_start"),
-            ("ts_ms", "ascending", "at_start"),
-            ("kind", "ascending", "at_start"),
-        ],
+        [("partition", "ascending"), ("ts_ms", "ascending"), ("kind", "ascending")],
+        "at_start",
     )
     table = table.take(order)
     out = list(
