@@ -1,6 +1,6 @@
 """The thread-role tables in timer.py's header, checked against timer.py's code.
 
-Each table row names functions and attributes of ``_SystemTimerMixin``; these
+Each table row names functions and attributes of ``SystemTimer``; these
 tests read the rows from the module docstring and the facts from the source's
 syntax tree, so renaming a condition, adding a notify or touching a flag from
 a new function fails here until the table says so too.
@@ -44,7 +44,7 @@ def _methods() -> dict[str, ast.FunctionDef]:
     (mixin,) = (
         node
         for node in tree.body
-        if isinstance(node, ast.ClassDef) and node.name == "_SystemTimerMixin"
+        if isinstance(node, ast.ClassDef) and node.name == "SystemTimer"
     )
     return {f.name: f for f in mixin.body if isinstance(f, ast.FunctionDef)}
 
