@@ -6,8 +6,10 @@ Types always come from the twin, which is fully annotated.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+import types
 from typing import TYPE_CHECKING
 
 NO_EXTENSIONS = (
@@ -65,6 +67,18 @@ else:
 
         USE_EXTENSIONS = False
 
+
+def select(name: str) -> types.ModuleType:
+    """The compiled module ``tickwheel.<name>`` or, without extensions, its twin.
+
+    The twin is ``tickwheel.<name>_py``, with the same names (e.g.
+    ``select("spark._replay")`` is ``tickwheel.spark._replay`` or
+    ``tickwheel.spark._replay_py``).
+    """
+    suffix = "" if USE_EXTENSIONS else "_py"
+    return importlib.import_module(f"tickwheel.{name}{suffix}")
+
+
 __all__ = [
     "DEFAULT_TICK_MS",
     "DEFAULT_WHEEL_SIZE",
@@ -79,4 +93,5 @@ __all__ = [
     "TimerTaskList",
     "TimingWheel",
     "core",
+    "select",
 ]

@@ -1,0 +1,186 @@
+"""The replay engine's event loop in Python: the reference for ``_replay.pyx``.
+
+``engine._impl.select("spark._replay")`` picks the compiled loop when the
+extensions are in use and this module otherwise (``TICKWHEEL_NO_EXTENSIONS=1``,
+PyPy).  Both define the same names, and ``tests/test_replay_loop.py`` runs
+both on the same traces (several seeds, one or several timeout settings,
+with and without ISR lag) and requires identical outputs, row for row.  Read
+this one to see what the loop does; change both together.
+
+One partition's events arrive as five columns, already validated and sorted
+by ``(ts_ms, kind)``.  For each event at time ``t``:
+
+1. if ``t`` is new, every clock moves to ``t`` (``_PartitionReplay.advance_to``:
+   requests whose deadline is ``t`` expire, then lag timers due at ``t`` fire);
+2. a fetch sets the follower's LEO (and, with lag, starts or stops its lag
+   timer); if the follower is in the ISR, the high watermark (the smallest
+   in-sync LEO) is recomputed, and when it reaches the smallest offset still
+   awaited, every setting's purgatory is asked to complete what it can;
+3. a produce raises the leader's LEO (with lag, the followers left behind
+   start their lag timers) and becomes one ``ReplayProduce`` per timeout
+   setting, watched unless it completes (or expires) at once; its offset is
+   then awaited.
+
+Worked example: one follower, a request for offset 10 at t=0 and a fetch to
+offset 10 at t=8; the request completes at 8.
+
+>>> import numpy as np
+>>> from tickwheel.spark import _replay_py
+>>> from tickwheel.spark.engine import ReplayProduce, _PartitionReplay
+>>> replay = _PartitionReplay("p", [1], [None], None, 0, loop=_replay_py)
+>>> cols = [np.array(c) for c in ([0, 8], [0, 1], [7, 1], [10, 10], [100, 0])]
+>>> run(replay, ReplayProduce, *cols)
+>>> replay.finish()
+>>> replay.settings[0].done_ids, replay.settings[0].done_ms
+([7], [8])
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tickwheel.purgatory import _new_operation
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tickwheel._wheel_py import TimerCore
+    from tickwheel.kafka import DelayedProduce
+
+__all__ = ["OffsetHeap", "clock", "now_ms", "record", "recorder", "run"]
+
+
+class OffsetHeap(list):  # type: ignore[type-arg]  # a list of int
+    """The required offsets still awaited: a min-heap (``push``, ``pop_up_to``)."""
+
+    __slots__ = ()
+
+    def push(self, offset: int) -> None:
+        """Add ``offset``."""
+        heapq.heappush(self, offset)
+
+    def smallest(self) -> int:
+        """The smallest offset (``IndexError`` when empty)."""
+        if not self:
+            raise IndexError("smallest of an empty OffsetHeap")
+        return int(self[0])
+
+    def pop_up_to(self, hw: float) -> None:
+        """Remove every offset <= ``hw`` (an int, or ``inf`` for all)."""
+        while self and self[0] <= hw:
+            heapq.heappop(self)
+
+
+# -- the settings' completion callback and clock -------------------------------
+def record(
+    ids: list[int], done_ms: list[int], expired: list[bool], op: DelayedProduce
+) -> None:
+    """Append ``op.request_id``, ``op.done_ms`` and ``op.expired`` to the lists."""
+    ids.append(op.request_id)
+    done_ms.append(op.done_ms)  # type: ignore[arg-type]  # set by on_complete
+    expired.append(op.expired)
+
+
+def now_ms(timer: TimerCore) -> int:
+    """``timer.now_ms`` (what a setting's clock returns)."""
+    return timer.now_ms
+
+
+def recorder(
+    ids: list[int], done_ms: list[int], expired: list[bool]
+) -> Callable[[DelayedProduce], None]:
+    """A setting's completion callback: ``recorder(ids, done_ms, expired)(op)``
+    appends ``op.request_id``, ``op.done_ms`` and ``op.expired`` (a partial
+    of :func:`record`: no frame of its own per request)."""
+    return functools.partial(record, ids, done_ms, expired)
+
+
+def clock(timer: TimerCore) -> Callable[[], int]:
+    """``clock(timer)()`` is ``timer.now_ms``: a setting's clock for its operations."""
+    if not hasattr(timer, "now_ms"):
+        raise TypeError(f"clock needs a timer with now_ms, got {timer!r}")
+    # No Python frame per call (one call per completed or expired request).
+    return functools.partial(getattr, timer, "now_ms")
+
+
+# -- the loop ----------------------------------------------------------------------
+def run(  # noqa: PLR0913 - the replay, the operation class and five columns
+    replay: Any,
+    produce_type: type[DelayedProduce],
+    ts: np.ndarray,
+    is_fetch: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    timeouts: np.ndarray,
+) -> None:
+    """Replay one partition's events in order (``replay``: a ``_PartitionReplay``).
+
+    Columns: ``first`` is the replica (fetch) or request_id (produce),
+    ``second`` the fetch_offset or required_offset, ``timeouts`` the row's
+    timeout_ms (produce).  ``produce_type`` is the operation class.
+    """
+    n = len(ts)
+    if not len(is_fetch) == len(first) == len(second) == len(timeouts) == n:
+        raise ValueError("the five columns must have the same length")
+    part = replay.partition
+    # Partition's own containers: the loop writes LEOs without record_fetch's
+    # checks (the columns are validated) and keeps the partition's smallest
+    # in-sync LEO (_acked_to) up to date itself.
+    leos = part._leos
+    isr = part._isr
+    heap = replay.heap
+    lag = replay.isr_timer is not None
+    keys = (replay.name,)
+    settings = [
+        (s.timeout_ms, s.clock, s.record, s.purgatory.try_complete_else_watch)
+        for s in replay.settings
+    ]
+    columns = zip(ts.tolist(), is_fetch.tolist(), first.tolist(), second.tolist(),
+                  timeouts.tolist())  # fmt: skip
+    for i, (t, fetch, a, b, row_timeout) in enumerate(columns):
+        if t != replay.now:
+            replay.advance_to(t)
+        if fetch:
+            # a = replica, b = fetch_offset
+            leos[a] = b
+            if lag:
+                replay._follower_changed(a)
+            if a in isr:
+                hw = min([leos[r] for r in isr])
+                part._acked_to = hw
+                if heap and hw >= heap[0]:
+                    replay._complete_up_to(hw)
+        else:
+            # a = request_id, b = required_offset
+            if b > part.leader_leo:
+                part.leader_leo = b
+                if lag:
+                    for replica in list(isr):
+                        replay._follower_changed(replica)
+            waiting = False
+            for fixed_timeout, op_clock, op_record, watch in settings:
+                timeout = row_timeout if fixed_timeout is None else fixed_timeout
+                # produce_type(part, b, timeout, t, a, op_clock, op_record),
+                # without its __init__ frame (_new_produce in the compiled loop).
+                op = _new_operation(produce_type, timeout)
+                op.partition = part
+                op.required_offset = b
+                op.timeout_ms = timeout
+                op.arrival_ms = t
+                op.done_ms = None
+                op.outcome = None
+                op.error = None
+                op.request_id = a
+                op._clock = op_clock
+                op._callback = op_record
+                if not watch(op, keys):
+                    # Still waiting (or expired at once, timeout 0: then the
+                    # offset is popped later and checks nothing).
+                    waiting = True
+            if waiting:
+                heapq.heappush(heap, b)
+        if replay.check and (i == n - 1 or ts[i + 1] != t):
+            replay.samples.append((t, [s.purgatory.delayed for s in replay.settings]))
