@@ -37,7 +37,7 @@ cdef struct _Heap:
     Py_ssize_t capacity
 
 
-cdef int _heap_push(_Heap *h, int64_t value) except -1:
+cdef inline int _heap_push(_Heap *h, int64_t value) except -1:
     cdef Py_ssize_t i, parent
     cdef int64_t *grown
     if h.size == h.capacity:
@@ -58,7 +58,7 @@ cdef int _heap_push(_Heap *h, int64_t value) except -1:
     return 0
 
 
-cdef void _heap_pop(_Heap *h) noexcept:
+cdef inline void _heap_pop(_Heap *h) noexcept:
     # Remove the smallest (h.size > 0).
     cdef Py_ssize_t i = 0, child
     cdef int64_t last
@@ -253,7 +253,7 @@ cdef class _Loop:
                 )
         return 0
 
-    cdef int clock_to(self, int64_t t) except -1:
+    cdef inline int clock_to(self, int64_t t) except -1:
         """Every clock to ``t``: expirations first, then lag timers (advance_to)."""
         cdef Py_ssize_t k
         cdef TimerCore core
@@ -277,7 +277,7 @@ cdef class _Loop:
         self.now = t
         return 0
 
-    cdef int fetch(self, int64_t replica_id, int64_t fetch_offset) except -1:
+    cdef inline int fetch(self, int64_t replica_id, int64_t fetch_offset) except -1:
         """A follower's LEO moved: the high watermark may rise past awaited offsets."""
         cdef Py_ssize_t k
         cdef int64_t hw = 0
@@ -285,13 +285,13 @@ cdef class _Loop:
         self.leos[replica] = fetch_offset
         if self.lag:
             self.follower_changed(replica)
-        if replica not in self.isr:
-            return 0
-        # The smallest in-sync LEO is Partition._acked_to (what try_complete
-        # compares), kept here as Partition.record_fetch would, holding the
-        # dict's own int.
+            if replica not in self.isr:
+                return 0
+        # (Without lag timers every follower is in the ISR.)  The smallest
+        # in-sync LEO is Partition._acked_to (what try_complete compares),
+        # kept here as Partition.record_fetch would, holding the dict's own int.
         smallest = None
-        if len(self.isr) == len(self.leos):
+        if not self.lag or len(self.isr) == len(self.leos):
             for leo in self.leos.values():
                 if smallest is None or PyLong_AsLongLong(leo) < hw:
                     smallest = leo
@@ -311,24 +311,25 @@ cdef class _Loop:
                 self.checks[k](self.name)
         return 0
 
-    cdef int produce(
+    cdef inline int produce(
         self, int64_t t, int64_t request_id, int64_t required, int64_t row_timeout
     ) except -1:
         """One request per setting, each watched unless it completes at once."""
         cdef Py_ssize_t k
         cdef bint waiting = False
         cdef _ProduceCore op
+        offset = required
         if required > self.leader_leo:
             self.leader_leo = required
             if self.lag:
                 # The lag timers compare with the leader's LEO as they go.
-                self.part_obj.leader_leo = required
+                self.part_obj.leader_leo = offset
                 for replica in list(self.isr):
                     self.follower_changed(replica)
         for k in range(self.n_settings):
             timeout = row_timeout if self.fixed[k] is None else self.fixed[k]
             op = _new_produce(
-                self.produce_type, self.part, required, timeout, t, request_id,
+                self.produce_type, self.part, offset, timeout, t, request_id,
                 self.clocks[k], self.records[k],
             )
             if not self.watches[k](op, self.keys):
