@@ -125,62 +125,93 @@ def run(  # noqa: PLR0913 - the replay, the operation class and five columns
     n = len(ts)
     if not len(is_fetch) == len(first) == len(second) == len(timeouts) == n:
         raise ValueError("the five columns must have the same length")
-    part = replay.partition
-    # Partition's own containers: the loop writes LEOs without record_fetch's
-    # checks (the columns are validated) and keeps the partition's smallest
-    # in-sync LEO (_acked_to) up to date itself.
-    leos = part._leos
-    isr = part._isr
-    heap = replay.heap
-    lag = replay.isr_timer is not None
-    keys = (replay.name,)
-    settings = [
-        (s.timeout_ms, s.clock, s.record, s.purgatory.try_complete_else_watch)
-        for s in replay.settings
-    ]
-    columns = zip(ts.tolist(), is_fetch.tolist(), first.tolist(), second.tolist(),
-                  timeouts.tolist())  # fmt: skip
-    for i, (t, fetch, a, b, row_timeout) in enumerate(columns):
-        if t != replay.now:
-            replay.advance_to(t)
-        if fetch:
-            # a = replica, b = fetch_offset
-            leos[a] = b
-            if lag:
-                replay._follower_changed(a)
-            if a in isr:
-                hw = min([leos[r] for r in isr])
-                part._acked_to = hw
-                if heap and hw >= heap[0]:
-                    replay._complete_up_to(hw)
-        else:
-            # a = request_id, b = required_offset
-            if b > part.leader_leo:
-                part.leader_leo = b
-                if lag:
-                    for replica in list(isr):
-                        replay._follower_changed(replica)
-            waiting = False
-            for fixed_timeout, op_clock, op_record, watch in settings:
-                timeout = row_timeout if fixed_timeout is None else fixed_timeout
-                # produce_type(part, b, timeout, t, a, op_clock, op_record),
-                # without its __init__ frame (_new_produce in the compiled loop).
-                op = _new_operation(produce_type, timeout)
-                op.partition = part
-                op.required_offset = b
-                op.timeout_ms = timeout
-                op.arrival_ms = t
-                op.done_ms = None
-                op.outcome = None
-                op.error = None
-                op.request_id = a
-                op._clock = op_clock
-                op._callback = op_record
-                if not watch(op, keys):
-                    # Still waiting (or expired at once, timeout 0: then the
-                    # offset is popped later and checks nothing).
-                    waiting = True
-            if waiting:
-                heapq.heappush(heap, b)
-        if replay.check and (i == n - 1 or ts[i + 1] != t):
-            replay.samples.append((t, [s.purgatory.delayed for s in replay.settings]))
+    _Loop(replay, produce_type).run(ts, is_fetch, first, second, timeouts)
+
+
+class _Loop:
+    """One call of :func:`run`: the replay's objects, unpacked once."""
+
+    def __init__(self, replay: Any, produce_type: type[DelayedProduce]) -> None:
+        self.replay = replay
+        self.produce_type = produce_type
+        self.part = part = replay.partition
+        # Partition's own containers: the loop writes LEOs without
+        # record_fetch's checks (the columns are validated) and keeps the
+        # partition's smallest in-sync LEO (_acked_to) up to date itself.
+        self.leos: dict[int, int] = part._leos
+        self.isr: set[int] = part._isr
+        self.heap: OffsetHeap = replay.heap
+        self.lag = replay.isr_timer is not None
+        self.keys = (replay.name,)
+        self.settings = [
+            (s.timeout_ms, s.clock, s.record, s.purgatory.try_complete_else_watch)
+            for s in replay.settings
+        ]
+
+    def run(self, ts: np.ndarray, is_fetch: np.ndarray, first: np.ndarray,
+            second: np.ndarray, timeouts: np.ndarray) -> None:  # fmt: skip
+        """The events in order: the clock first, then the fetch or produce."""
+        replay = self.replay
+        advance_to, fetch, produce = replay.advance_to, self.fetch, self.produce
+        check, now, last = replay.check, replay.now, len(ts) - 1
+        rows = zip(ts.tolist(), is_fetch.tolist(), first.tolist(), second.tolist(),
+                   timeouts.tolist())  # fmt: skip
+        for i, (t, is_fetch_row, a, b, row_timeout) in enumerate(rows):
+            if t != now:
+                advance_to(t)
+                now = t
+            if is_fetch_row:
+                fetch(a, b)
+            else:
+                produce(t, a, b, row_timeout)
+            if check and (i == last or ts[i + 1] != t):
+                replay.samples.append(
+                    (t, [s.purgatory.delayed for s in replay.settings])
+                )
+
+    def fetch(self, replica: int, fetch_offset: int) -> None:
+        """A follower's LEO moved: the high watermark may rise past awaited offsets."""
+        leos, isr = self.leos, self.isr
+        leos[replica] = fetch_offset
+        if self.lag:
+            self.replay._follower_changed(replica)
+        if replica in isr:
+            hw = (
+                min(leos.values())
+                if len(isr) == len(leos)
+                else min([leos[r] for r in isr])
+            )
+            self.part._acked_to = hw
+            if self.heap and hw >= self.heap[0]:
+                self.replay._complete_up_to(hw)
+
+    def produce(self, t: int, request_id: int, required: int, row_timeout: int) -> None:
+        """One request per setting, each watched unless it completes at once."""
+        part = self.part
+        if required > part.leader_leo:
+            part.leader_leo = required
+            if self.lag:
+                for replica in list(self.isr):
+                    self.replay._follower_changed(replica)
+        waiting = False
+        for fixed_timeout, op_clock, op_record, watch in self.settings:
+            timeout = row_timeout if fixed_timeout is None else fixed_timeout
+            # produce_type(part, required, timeout, t, request_id, op_clock,
+            # op_record) without its __init__ frame (_new_produce in C).
+            op = _new_operation(self.produce_type, timeout)
+            op.partition = part
+            op.required_offset = required
+            op.timeout_ms = timeout
+            op.arrival_ms = t
+            op.done_ms = None
+            op.outcome = None
+            op.error = None
+            op.request_id = request_id
+            op._clock = op_clock
+            op._callback = op_record
+            if not watch(op, self.keys):
+                # Still waiting (or expired at once, timeout 0: then the
+                # offset is popped later and checks nothing).
+                waiting = True
+        if waiting:
+            heapq.heappush(self.heap, required)
