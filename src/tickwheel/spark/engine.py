@@ -706,43 +706,62 @@ def resolve_batches(
     _log_accelerated_once()
     seen_ids: set[int] = set()
     finished: set[str] = set()
-    events = 0
-    pieces: list[pa.Table] = []
-    current: str | None = None
-    have_current = False
-    for batch in batches:
-        table = _conform(batch)
-        if table.num_rows == 0:
-            continue
-        events += table.num_rows
-        encoded = table.column("partition").combine_chunks().dictionary_encode()
-        keys = encoded.dictionary.to_pylist()
-        idx = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-        starts = np.flatnonzero(np.diff(idx)) + 1
-        bounds = [0, *starts.tolist(), len(idx)]
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            key = keys[idx[lo]] if idx[lo] >= 0 else None
-            if have_current and key == current:
-                pieces.append(table.slice(lo, hi - lo))
-                continue
-            if have_current:
-                yield from _flush(
-                    current, pieces, settings, lag_ms, seen_ids, finished, check
-                )
-            current, have_current = key, True
-            pieces = [table.slice(lo, hi - lo)]
-    if have_current:
-        yield from _flush(current, pieces, settings, lag_ms, seen_ids, finished, check)
-    yield _union_batch(
+    runs = _PartitionRuns(batches)
+    for name, pieces in runs:
+        yield from _flush(name, pieces, settings, lag_ms, seen_ids, finished, check)
+    yield _meta_batch(runs.events, seen_ids if report_ids else None)
+
+
+class _PartitionRuns:
+    """The conformed input as runs of one partition's rows: ``(name, pieces)``.
+
+    A run ends where the partition changes (a batch boundary does not end
+    it); ``events`` counts the rows read so far.
+    """
+
+    def __init__(self, batches: Iterable[pa.RecordBatch]) -> None:
+        self.batches = batches
+        self.events = 0
+
+    def __iter__(self) -> Iterator[tuple[str | None, list[pa.Table]]]:
+        pieces: list[pa.Table] = []
+        current: str | None = None
+        for batch in self.batches:
+            table = _conform(batch)
+            self.events += table.num_rows
+            for key, piece in _split_by_partition(table):
+                if pieces and key != current:
+                    yield current, pieces
+                    pieces = []
+                current = key
+                pieces.append(piece)
+        if pieces:
+            yield current, pieces
+
+
+def _split_by_partition(table: pa.Table) -> Iterator[tuple[str | None, pa.Table]]:
+    """Consecutive rows of one partition (None: a null partition), in order."""
+    if table.num_rows == 0:
+        return
+    encoded = table.column("partition").combine_chunks().dictionary_encode()
+    keys = encoded.dictionary.to_pylist()
+    idx = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.diff(idx)) + 1
+    bounds = [0, *starts.tolist(), len(idx)]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        yield (keys[idx[lo]] if idx[lo] >= 0 else None), table.slice(lo, hi - lo)
+
+
+def _meta_batch(events: int, ids: set[int] | None) -> pa.RecordBatch:
+    """The one meta record of a resolve_batches call (see RECORD_LAYOUT)."""
+    return _union_batch(
         "meta",
         {
             "worker": [f"{os.uname().nodename}:{os.getpid()}"],
             "accelerated": [int(bool(tickwheel.USE_EXTENSIONS))],
             "events": [events],
             "ids": [
-                pack_ids(np.fromiter(seen_ids, np.int64, len(seen_ids)))
-                if report_ids
-                else None
+                None if ids is None else pack_ids(np.fromiter(ids, np.int64, len(ids)))
             ],
         },
         1,
