@@ -1104,52 +1104,9 @@ def purgatory_sizes(
     sec_d = np.floor_divide(done_ms, 1000)
     active = np.unique(np.concatenate([sec_a, sec_d]))
     if not len(active):
-        empty = np.zeros(0, dtype=np.int64)
-        return {
-            k: empty
-            for k in (
-                "window_start_ms",
-                "pending_end",
-                "pending_max",
-                "arrivals",
-                "completed",
-                "expired",
-            )
-        }
-    # Pending at the end of each active second (after its last millisecond).
-    end = active * 1000 + 999
-    pend_end = np.searchsorted(a_sorted, end, "right") - np.searchsorted(
-        d_sorted, end, "right"
-    )
-    # Seconds in between with requests pending: constant, no arrivals or completions.
-    gaps = np.diff(active) - 1
-    carry = (pend_end[:-1] > 0) & (gaps > 0)
-    fill_counts = np.where(carry, gaps, 0)
-    fill_start = np.repeat(active[:-1] + 1, fill_counts)
-    fill_offset = np.arange(fill_counts.sum()) - np.repeat(
-        np.cumsum(fill_counts) - fill_counts, fill_counts
-    )
-    fill_secs = fill_start + fill_offset
-    fill_pend = np.repeat(pend_end[:-1], fill_counts)
-    secs = np.concatenate([active, fill_secs])
-    pending_end = np.concatenate([pend_end, fill_pend])
-    order = np.argsort(secs, kind="stable")
-    secs = secs[order]
-    pending_end = pending_end[order]
-    # Max within a second: the level at its start, or after any arrival in it.
-    start_level = np.concatenate([[0], pending_end[:-1]])
-    start_level[1:][np.diff(secs) > 1] = 0
-    pending_max = start_level.copy()
-    times = np.concatenate([a_sorted, d_sorted])
-    deltas = np.concatenate(
-        [np.ones(len(a_sorted), np.int64), -np.ones(len(d_sorted), np.int64)]
-    )
-    o = np.lexsort((deltas, times))
-    level = np.cumsum(deltas[o])
-    up = deltas[o] > 0
-    up_secs = np.floor_divide(times[o][up], 1000)
-    np.maximum.at(pending_max, np.searchsorted(secs, up_secs), level[up])
-    pending_max = np.maximum(pending_max, pending_end)
+        return {k: np.zeros(0, dtype=np.int64) for k in _SIZE_COLUMNS}
+    secs, pending_end = _pending_at_second_ends(active, a_sorted, d_sorted)
+    pending_max = _pending_max(secs, pending_end, a_sorted, d_sorted)
     n_secs = len(secs)
     arrivals = np.bincount(np.searchsorted(secs, sec_a), minlength=n_secs)
     completed = np.bincount(np.searchsorted(secs, sec_d[~expired]), minlength=n_secs)
@@ -1162,6 +1119,65 @@ def purgatory_sizes(
         "completed": completed.astype(np.int64),
         "expired": expired_n.astype(np.int64),
     }
+
+
+_SIZE_COLUMNS = ("window_start_ms", "pending_end", "pending_max", "arrivals",
+                 "completed", "expired")  # fmt: skip
+
+
+def _pending_at_second_ends(
+    active: np.ndarray, a_sorted: np.ndarray, d_sorted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The seconds to report and the requests pending at the end of each.
+
+    ``active``: the seconds with an arrival or a completion; the seconds in
+    between with requests pending are added (constant: no arrivals or
+    completions in them).  ``a_sorted``/``d_sorted``: the sorted arrival and
+    done times of the requests that waited.
+    """
+    end = active * 1000 + 999  # after the second's last millisecond
+    pend_end = np.searchsorted(a_sorted, end, "right") - np.searchsorted(
+        d_sorted, end, "right"
+    )
+    gaps = np.diff(active) - 1
+    carry = (pend_end[:-1] > 0) & (gaps > 0)
+    fill_counts = np.where(carry, gaps, 0)
+    fill_start = np.repeat(active[:-1] + 1, fill_counts)
+    fill_offset = np.arange(fill_counts.sum()) - np.repeat(
+        np.cumsum(fill_counts) - fill_counts, fill_counts
+    )
+    fill_secs = fill_start + fill_offset
+    fill_pend = np.repeat(pend_end[:-1], fill_counts)
+    secs = np.concatenate([active, fill_secs])
+    pending_end = np.concatenate([pend_end, fill_pend])
+    order = np.argsort(secs, kind="stable")
+    return secs[order], pending_end[order]
+
+
+def _pending_max(
+    secs: np.ndarray,
+    pending_end: np.ndarray,
+    a_sorted: np.ndarray,
+    d_sorted: np.ndarray,
+) -> np.ndarray:
+    """The most requests pending within each second of ``secs``.
+
+    It is the level at the second's start, or right after an arrival in it.
+    """
+    start_level = np.concatenate([[0], pending_end[:-1]])
+    start_level[1:][np.diff(secs) > 1] = 0
+    pending_max = start_level.copy()
+    times = np.concatenate([a_sorted, d_sorted])
+    deltas = np.concatenate(
+        [np.ones(len(a_sorted), np.int64), -np.ones(len(d_sorted), np.int64)]
+    )
+    o = np.lexsort((deltas, times))
+    level = np.cumsum(deltas[o])
+    up = deltas[o] > 0
+    up_secs = np.floor_divide(times[o][up], 1000)
+    np.maximum.at(pending_max, np.searchsorted(secs, up_secs), level[up])
+    result: np.ndarray = np.maximum(pending_max, pending_end)
+    return result
 
 
 def _check_sizes(
