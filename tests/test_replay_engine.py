@@ -183,6 +183,18 @@ def test_replay_isr_shrink_at_the_deadline_is_too_late():
     assert outcomes(rows, replica_lag_max_ms=100) == {1: ("completed", 110)}
 
 
+def test_replay_lag_timer_in_a_bucket_that_starts_before_now():
+    # The lag timer started at 1217 is due at 1517; nothing was due before,
+    # so the wheel's levels still stand at 0 and it lands in a 400 ms bucket
+    # that starts at 1200, before now.  The clock step must not take that
+    # bucket's start for a time to move the clocks back to (it raised
+    # "time_ms=1200 is before now_ms=1217").
+    rows = [F(0, 1, 0), P(1_217, 1, 10, 5_000), F(1_300, 1, 10)]
+    assert outcomes(rows, replica_lag_max_ms=300) == {1: ("completed", 1_300)}
+    rows[-1] = F(1_600, 1, 10)  # too late: the follower left the ISR at 1517
+    assert outcomes(rows, replica_lag_max_ms=300) == {1: ("completed", 1_517)}
+
+
 def test_replay_a_fetch_that_catches_up_cancels_the_lag_timer():
     rows = lagging_rows() + [F(105, 2, 5), P(106, 2, 6, 1_000), F(107, 1, 6)]
     # Follower 2 caught up at 105 (< 110): it stays in the ISR; request 2

@@ -1,15 +1,18 @@
-"""The replay engine's compiled event loop (spark/_replay.pyx) against its Python twin.
+"""The replay engine's compiled event loop (``spark/_replay.pyx``) and its reference.
 
-``engine._PartitionReplay.run`` is the reference.  Every test replays the same
-events twice in one process, once through each loop (the Python loop is
-selected by clearing ``engine._replay``), with ``check=True`` (purgatory
+``spark/_replay_py.py`` is the reference: the same names, in Python.  Every
+parity test replays the same events twice in one process, once through each
+loop (selected by setting ``engine._loop``), with ``check=True`` (purgatory
 invariants, nothing left pending, sampled sizes equal the computed ones), and
-requires identical outputs.  The compiled ``DelayedProduce`` fields
-(``_kafka._ProduceCore``) are checked against its twin ``_kafka_py._ProduceCore``.
+requires identical outputs, row for row: generated traces (several seeds, one
+timeout or a sweep, fixed ISR or lag timers) and random ones (Hypothesis).
+The compiled ``DelayedProduce`` fields (``_kafka._ProduceCore``) are
+checked against its twin ``_kafka_py._ProduceCore``.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
@@ -20,7 +23,7 @@ np = pytest.importorskip("numpy")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tickwheel.spark import engine  # noqa: E402
+from tickwheel.spark import _replay_py, engine  # noqa: E402
 from tickwheel.spark.trace import EVENT_SCHEMA, generate_trace  # noqa: E402
 
 pytestmark = pytest.mark.c_extension
@@ -34,29 +37,28 @@ KEY = [
 
 @pytest.fixture(autouse=True)
 def _compiled_loop() -> None:
-    if engine._replay is None:
-        pytest.fail("the compiled replay loop did not load (tickwheel.spark._replay)")
+    if engine._loop is _replay_py:
+        pytest.fail(
+            "the compiled replay loop was not selected (tickwheel.spark._replay)"
+        )
 
 
 def both_loops(table: Any, **kw: Any) -> tuple[Any, Any]:
     compiled = engine.replay_table(table, check=True, **kw)
-    saved = engine._replay
-    engine._replay = None
+    saved = engine._loop
+    engine._loop = _replay_py
     try:
-        python = engine.replay_table(table, check=True, **kw)
+        reference = engine.replay_table(table, check=True, **kw)
     finally:
-        engine._replay = saved
-    return compiled, python
+        engine._loop = saved
+    return compiled, reference
 
 
-def assert_same(compiled: Any, python: Any) -> None:
-    assert compiled.outcomes.sort_by(KEY).equals(python.outcomes.sort_by(KEY))
-    size_key = [("partition", "ascending"), ("timeout_ms", "ascending"),
-                ("window_start_ms", "ascending")]  # fmt: skip
-    assert compiled.purgatory_size.sort_by(size_key).equals(
-        python.purgatory_size.sort_by(size_key)
-    )
-    assert compiled.rejected.num_rows == python.rejected.num_rows
+def assert_same(compiled: Any, reference: Any) -> None:
+    # Row for row, in the order the engine yields them (completion order).
+    assert compiled.outcomes.equals(reference.outcomes)
+    assert compiled.purgatory_size.equals(reference.purgatory_size)
+    assert compiled.rejected.equals(reference.rejected)
 
 
 @pytest.mark.parametrize(
@@ -66,17 +68,30 @@ def assert_same(compiled: Any, python: Any) -> None:
         {"timeout_ms": 250},
         {"timeout_ms": 0},
         {"timeout_ms": [5_000, 200, 0, 1]},
+        {"timeout_ms": 20, "replica_lag_max_ms": 50},
+        {"timeout_ms": [3_000, 30], "replica_lag_max_ms": 50},
+        {"timeout_ms": [2_000, 0], "replica_lag_max_ms": 1},
+        {"timeout_ms": [3_000, 200], "replica_lag_max_ms": 300},
     ],
-    ids=["row-timeouts", "one-timeout", "timeout-0", "sweep"],
+    ids=[
+        "row-timeouts",
+        "one-timeout",
+        "timeout-0",
+        "sweep",
+        "lag",
+        "lag-sweep",
+        "lag-1ms",
+        "lag-300ms",
+    ],  # fmt: skip
 )
-@pytest.mark.parametrize("seed", [3, 17])
-def test_compiled_loop_matches_python_loop_on_generated_traces(kw, seed):
+@pytest.mark.parametrize("seed", [3, 17, 29])
+def test_compiled_loop_matches_reference_on_generated_traces(kw, seed):
     table = generate_trace(4_000, 7, seed=seed, rate_per_s=800.0)
-    compiled, python = both_loops(table, **kw)
+    compiled, reference = both_loops(table, **kw)
     timeouts = kw.get("timeout_ms")
     n_settings = len(timeouts) if isinstance(timeouts, list) else 1
     assert compiled.outcomes.num_rows == 4_000 * n_settings
-    assert_same(compiled, python)
+    assert_same(compiled, reference)
     # Something completed and something expired, or the comparison is weak.
     outcomes = set(compiled.outcomes.column("outcome").to_pylist())
     if kw.get("timeout_ms") != 0:
@@ -100,8 +115,9 @@ _event = st.tuples(
         st.lists(_event, min_size=1, max_size=40), min_size=1, max_size=3
     ),
     fixed=st.sampled_from([None, 0, 25, [30, 5]]),
+    lag=st.sampled_from([None, 1, 7, 40]),
 )
-def test_compiled_loop_matches_python_loop_on_random_traces(partitions, fixed):
+def test_compiled_loop_matches_reference_on_random_traces(partitions, fixed, lag):
     rows: list[dict[str, Any]] = []
     rid = 0
     for p, events in enumerate(partitions):
@@ -117,48 +133,101 @@ def test_compiled_loop_matches_python_loop_on_random_traces(partitions, fixed):
                                  request_id=rid, required_offset=b,
                                  timeout_ms=timeout))  # fmt: skip
     table = pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
-    compiled, python = both_loops(table, timeout_ms=fixed)
+    compiled, reference = both_loops(table, timeout_ms=fixed, replica_lag_max_ms=lag)
     n_settings = len(fixed) if isinstance(fixed, list) else 1
     assert compiled.outcomes.num_rows == rid * n_settings
-    assert_same(compiled, python)
+    assert_same(compiled, reference)
 
 
-def test_lag_replay_uses_the_python_loop_and_agrees():
-    # replica_lag_max_ms needs lag timers: the compiled loop refuses it and
-    # the engine runs the Python loop; outputs must not depend on _replay.
-    table = generate_trace(2_000, 4, seed=9, rate_per_s=400.0)
-    compiled, python = both_loops(table, timeout_ms=[3_000, 100], replica_lag_max_ms=50)
-    assert_same(compiled, python)
+def test_lag_parity_exercises_isr_changes():
+    # The lag cases above compare something only if the ISR moves.
+    table = generate_trace(4_000, 7, seed=3, rate_per_s=800.0)
+    shrinks = []
+    original = engine._PartitionReplay.finish
+
+    def finish(self: Any) -> None:
+        shrinks.append((self.shrinks, self.rejoins))
+        original(self)
+
+    engine._PartitionReplay.finish = finish  # type: ignore[method-assign]
+    try:
+        engine.replay_table(table, timeout_ms=2_000, replica_lag_max_ms=50)
+    finally:
+        engine._PartitionReplay.finish = original  # type: ignore[method-assign]
+    assert sum(s for s, _ in shrinks) > 0 and sum(r for _, r in shrinks) > 0
 
 
-def test_run_fixed_isr_rejects_bad_arguments():
+def test_reference_has_the_compiled_loops_names_and_docstrings():
+    from tickwheel.spark import _replay
+
+    names = set(_replay_py.__all__)
+    compiled = {n for n in dir(_replay) if not n.startswith("_")}
+    assert names <= compiled, names - compiled
+    for name in names:
+        assert inspect.getdoc(getattr(_replay, name)) == inspect.getdoc(
+            getattr(_replay_py, name)
+        ), name
+    for method in ("push", "smallest", "pop_up_to"):
+        assert inspect.getdoc(getattr(_replay.OffsetHeap, method)) == inspect.getdoc(
+            getattr(_replay_py.OffsetHeap, method)
+        ), method
+
+
+@pytest.mark.parametrize("loop", ["compiled", "reference"])
+def test_offset_heap_pops_in_order_up_to_the_high_watermark(loop):
+    from tickwheel.spark import _replay
+
+    heap = (_replay if loop == "compiled" else _replay_py).OffsetHeap()
+    assert not heap and len(heap) == 0
+    with pytest.raises(IndexError):
+        heap.smallest()
+    for offset in [50, 7, 7, 300, 2**62, 0, 99]:
+        heap.push(offset)
+    assert len(heap) == 7 and heap.smallest() == 0
+    heap.pop_up_to(7)
+    assert len(heap) == 4 and heap.smallest() == 50
+    heap.pop_up_to(49)
+    assert heap.smallest() == 50
+    heap.pop_up_to(float("inf"))
+    assert not heap
+
+
+@pytest.mark.parametrize("loop", ["compiled", "reference"])
+def test_run_rejects_columns_of_different_lengths(loop):
+    from tickwheel.spark import _replay
+
+    module = _replay if loop == "compiled" else _replay_py
+    replay = engine._PartitionReplay("p", [1], [None], None, 0, loop=module)
+    i64 = np.zeros(2, dtype=np.int64)
+    u8 = np.zeros(2, dtype=np.uint8)
+    with pytest.raises(ValueError, match="same length"):
+        module.run(replay, engine.ReplayProduce, i64, u8, i64, i64, i64[:1])
+    replay.finish()
+
+
+def test_compiled_run_rejects_bad_arguments():
     from tickwheel.spark import _replay
 
     replay = engine._PartitionReplay("p", [1], [None], None, 0)
     i64 = np.zeros(2, dtype=np.int64)
     u8 = np.zeros(2, dtype=np.uint8)
-    with pytest.raises(ValueError, match="same length"):
-        _replay.run_fixed_isr(replay, engine.ReplayProduce, i64, u8, i64, i64, i64[:1])
     with pytest.raises(TypeError, match="produce_type"):
-        _replay.run_fixed_isr(replay, int, i64, u8, i64, i64, i64)
-    shrunk = engine._PartitionReplay("p", [1, 2], [None], None, 0)
-    shrunk.partition.shrink_isr(2)
-    with pytest.raises(ValueError, match="every follower"):
-        _replay.run_fixed_isr(shrunk, engine.ReplayProduce, i64, u8, i64, i64, i64)
-    shrunk.finish()
-    lagged = engine._PartitionReplay("p", [1], [None], 10, 0)
-    with pytest.raises(ValueError, match="fixed ISR"):
-        _replay.run_fixed_isr(lagged, engine.ReplayProduce, i64, u8, i64, i64, i64)
-    lagged.finish()
+        _replay.run(replay, int, i64, u8, i64, i64, i64)
+    other = engine._PartitionReplay("p", [1], [None], None, 0, loop=_replay_py)
+    with pytest.raises(TypeError, match="OffsetHeap"):
+        _replay.run(other, engine.ReplayProduce, i64, u8, i64, i64, i64)
+    other.finish()
     replay.finish()
 
 
-def test_recorder_appends_request_id_done_ms_and_expired():
+@pytest.mark.parametrize("loop", ["compiled", "reference"])
+def test_recorder_appends_request_id_done_ms_and_expired(loop):
     from tickwheel import MockTimer
     from tickwheel.kafka import DelayedProduce, Partition
     from tickwheel.purgatory import DelayedOperationPurgatory
     from tickwheel.spark import _replay
 
+    _replay = _replay if loop == "compiled" else _replay_py  # noqa: PLW2901
     ids: list[int] = []
     done: list[int] = []
     expired: list[bool] = []
@@ -239,10 +308,12 @@ def test_produce_core_twins_behave_alike(timers):
 
 @pytest.mark.parametrize("now_ns", [0, 1, 999_999, 1_000_000, 7_500_000, -1, -1_000_000,
                                     -1_000_001, 2**62, -(2**62)])  # fmt: skip
-def test_clock_reads_the_timers_now_ms(now_ns):
+@pytest.mark.parametrize("loop", ["compiled", "reference"])
+def test_clock_reads_the_timers_now_ms(now_ns, loop):
     from tickwheel import MockTimer
     from tickwheel.spark import _replay
 
+    _replay = _replay if loop == "compiled" else _replay_py  # noqa: PLW2901
     timer = MockTimer()
     clock = _replay.clock(timer)
     timer.now_ns = now_ns
@@ -251,7 +322,7 @@ def test_clock_reads_the_timers_now_ms(now_ns):
         _replay.clock(object())  # type: ignore[arg-type]
 
 
-def test_run_fixed_isr_needs_manual_clock_timers():
+def test_compiled_run_needs_manual_clock_timers():
     from tickwheel import SystemTimer
     from tickwheel.spark import _replay
 
@@ -261,7 +332,7 @@ def test_run_fixed_isr_needs_manual_clock_timers():
     i64 = np.zeros(1, dtype=np.int64)
     try:
         with pytest.raises(TypeError, match="MockTimer"):
-            _replay.run_fixed_isr(
+            _replay.run(
                 replay, engine.ReplayProduce, i64, np.zeros(1, np.uint8), i64, i64, i64
             )
     finally:

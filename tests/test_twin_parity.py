@@ -53,12 +53,20 @@ def _assert_twins(c_cls: type, py_cls: type, c_name: str) -> None:
             )
 
 
-PAIRS = [(name, f"{name}_py") for name in ("_wheel", "_purgatory", "_kafka")]
+PAIRS = [
+    (name, f"{name}_py") for name in ("_wheel", "_purgatory", "_kafka", "spark._replay")
+]
 # Classes only one side has, and why.
 ONLY_COMPILED = {
     # The compiled purgatory's lock; the twin uses threading.Lock, whose
     # behaviour _Lock copies (tests/test_purgatory_lock.py).
     ("_purgatory", "_Lock"),
+}
+# Classes both sides define whose members are not compared: the compiled
+# replay loop's methods are cdef (invisible from Python) and its state is C
+# fields; the loops' outputs are compared row for row in test_replay_loop.py.
+MEMBERS_NOT_COMPARED = {
+    ("_replay", "_Loop"),
 }
 
 
@@ -101,7 +109,8 @@ def test_same_classes(pair):
     only_c = {name for name in c_classes if (short, name) in ONLY_COMPILED}
     assert sorted(set(c_classes) - only_c) == sorted(py_classes)
     for name, py_cls in py_classes.items():
-        _assert_twins(c_classes[name], py_cls, f"{short}.{name}")
+        if (short, name) not in MEMBERS_NOT_COMPARED:
+            _assert_twins(c_classes[name], py_cls, f"{short}.{name}")
 
 
 def test_same_functions_where_both_define_one(pair):

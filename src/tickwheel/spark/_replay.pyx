@@ -1,18 +1,21 @@
 """The replay engine's event loop, compiled (see ``engine.py`` for the design).
 
-``engine._PartitionReplay.run`` is the reference: this module is the same
-loop over typed columns, for the fixed-ISR case (no ``replica_lag_max_ms``),
-with one or several timeout settings.  It drives the same objects: the
-partition's :class:`~tickwheel.kafka.Partition`, one MockTimer and one
-:class:`~tickwheel.purgatory.DelayedOperationPurgatory` per setting, and one
-``ReplayProduce`` per request and setting, whose completion the purgatory
-decides.  What it saves is the interpreter's work around them: the columns
-are read as C integers instead of a zip of five lists, and an operation's
-ten fields are C stores (``_new_produce``) instead of attribute writes.
+``_replay_py.py`` is the readable reference with the same names: this module
+is the same loop over typed columns, and ``tests/test_replay_loop.py`` pins
+the two together (identical outputs on generated and random traces, with and
+without ISR lag, one or several timeout settings).  It drives the same
+objects: the partition's :class:`~tickwheel.kafka.Partition`, one MockTimer
+and one :class:`~tickwheel.purgatory.DelayedOperationPurgatory` per setting,
+the lag timers of ``engine._PartitionReplay``, and one ``ReplayProduce`` per
+request and setting, whose completion the purgatory decides.  What it saves
+is the interpreter's work around them: the columns are read as C integers
+instead of a zip of five lists, an operation's ten fields are C stores
+(``_new_produce``) instead of attribute writes, the pending offsets are a C
+heap, and without lag timers the clocks move through their C fields.
 
-It is used only when the purgatory is compiled too (``ReplayProduce`` then
-extends the compiled ``_ProduceCore``); otherwise the engine runs its Python
-loop, which the pure-Python CI job tests.
+``engine`` gets it from ``_impl.select("spark._replay")``: it needs the
+compiled purgatory (``ReplayProduce`` then extends ``_ProduceCore``), so it is
+selected exactly when the extensions are.
 """
 
 cimport cython
@@ -27,14 +30,14 @@ from functools import partial as _partial
 
 
 # -- the pending required offsets: a binary min-heap of C integers -----------------
-# (engine._PartitionReplay keeps the same heap as a list of Python ints.)
+# (_replay_py.OffsetHeap is the same heap as a heapq list of Python ints.)
 cdef struct _Heap:
     int64_t *data
     Py_ssize_t size
     Py_ssize_t capacity
 
 
-cdef int _heap_push(_Heap *h, int64_t value) except -1:
+cdef inline int _heap_push(_Heap *h, int64_t value) except -1:
     cdef Py_ssize_t i, parent
     cdef int64_t *grown
     if h.size == h.capacity:
@@ -55,7 +58,7 @@ cdef int _heap_push(_Heap *h, int64_t value) except -1:
     return 0
 
 
-cdef void _heap_pop(_Heap *h) noexcept:
+cdef inline void _heap_pop(_Heap *h) noexcept:
     # Remove the smallest (h.size > 0).
     cdef Py_ssize_t i = 0, child
     cdef int64_t last
@@ -76,6 +79,41 @@ cdef void _heap_pop(_Heap *h) noexcept:
     h.data[i] = last
 
 
+__all__ = ["OffsetHeap", "clock", "now_ms", "record", "recorder", "run"]
+
+
+@cython.final
+cdef class OffsetHeap:
+    """The required offsets still awaited: a min-heap (``push``, ``pop_up_to``)."""
+
+    cdef _Heap heap
+
+    def __cinit__(self):
+        self.heap.data = NULL
+        self.heap.size = self.heap.capacity = 0
+
+    def __dealloc__(self):
+        free(self.heap.data)
+
+    def __len__(self):
+        return self.heap.size
+
+    def push(self, int64_t offset):
+        """Add ``offset``."""
+        _heap_push(&self.heap, offset)
+
+    def smallest(self):
+        """The smallest offset (``IndexError`` when empty)."""
+        if not self.heap.size:
+            raise IndexError("smallest of an empty OffsetHeap")
+        return self.heap.data[0]
+
+    def pop_up_to(self, hw):
+        """Remove every offset <= ``hw`` (an int, or ``inf`` for all)."""
+        while self.heap.size and self.heap.data[0] <= hw:
+            _heap_pop(&self.heap)
+
+
 # -- the settings' completion callback and clock -------------------------------
 # Each is a functools.partial of a module function: both calls are vectorcalls
 # (an extension type's __call__ would pack its arguments into a tuple).
@@ -94,15 +132,15 @@ def record(list ids, list done_ms, list expired, op):
 
 
 def now_ms(TimerCore timer):
-    """``timer.now_ms``, read from the compiled core's field."""
+    """``timer.now_ms`` (what a setting's clock returns)."""
     cdef int64_t ns = timer._now_ns()
     return ns // 1_000_000 if ns >= 0 else -((-ns + 999_999) // 1_000_000)
 
 
 def recorder(list ids, list done_ms, list expired):
     """A setting's completion callback: ``recorder(ids, done_ms, expired)(op)``
-    appends ``op.request_id``, ``op.done_ms`` and ``op.expired`` (what
-    ``engine._record`` does, without a Python frame per request)."""
+    appends ``op.request_id``, ``op.done_ms`` and ``op.expired`` (a partial
+    of :func:`record`: no frame of its own per request)."""
     return _partial(record, ids, done_ms, expired)
 
 
@@ -111,9 +149,7 @@ def clock(TimerCore timer):
     return _partial(now_ms, timer)
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def run_fixed_isr(
+def run(
     object replay,
     type produce_type,
     const int64_t[::1] ts,
@@ -122,12 +158,11 @@ def run_fixed_isr(
     const int64_t[::1] second,
     const int64_t[::1] timeouts,
 ):
-    """Replay the events in order: ``_PartitionReplay.run`` for a fixed ISR.
+    """Replay one partition's events in order (``replay``: a ``_PartitionReplay``).
 
-    Columns as ``run``'s: ``first`` is the replica (fetch) or request_id
-    (produce), ``second`` the fetch_offset or required_offset, ``timeouts``
-    the row's timeout_ms (produce).  ``produce_type`` is the operation class
-    (a ``_ProduceCore`` subclass).
+    Columns: ``first`` is the replica (fetch) or request_id (produce),
+    ``second`` the fetch_offset or required_offset, ``timeouts`` the row's
+    timeout_ms (produce).  ``produce_type`` is the operation class.
     """
     cdef Py_ssize_t n = ts.shape[0]
     if not (is_fetch.shape[0] == first.shape[0] == second.shape[0]
@@ -137,122 +172,173 @@ def run_fixed_isr(
         raise TypeError(
             f"produce_type must be a _ProduceCore subclass, got {produce_type!r}"
         )
-    if replay.isr_timer is not None:
-        raise ValueError("run_fixed_isr replays a fixed ISR (no lag timers)")
     for s in replay.settings:
         if not (isinstance(s.timer, TimerCore) and (<TimerCore>s.timer)._manual):
             raise TypeError(f"the settings' timers must be MockTimers, got {s.timer!r}")
     part = replay.partition
     if not isinstance(part, _PartitionCore):
         raise TypeError(f"the replay's partition must be a Partition, got {part!r}")
-    cdef dict leos = part._leos
-    if part._isr != leos.keys():
-        # The loop takes the HW as the smallest LEO of all followers.
-        raise ValueError("run_fixed_isr replays a fixed ISR: every follower in it")
-    if replay.heap:
-        raise ValueError("run_fixed_isr starts a replay: the partition's heap is not empty")
-    cdef list settings = replay.settings
-    cdef Py_ssize_t n_settings = len(settings)
-    cdef list timers = [s.timer for s in settings]
-    cdef list watches = [s.purgatory.try_complete_else_watch for s in settings]
-    cdef list checks = [s.purgatory.check_and_complete for s in settings]
-    cdef list clocks = [s.clock for s in settings]
-    cdef list records = [s.record for s in settings]
-    cdef list fixed = [s.timeout_ms for s in settings]
-    cdef bint check = replay.check
-    cdef list samples = replay.samples
-    name = replay.name
-    keys = (name,)
-    cdef int64_t now = replay.now
-    cdef int64_t leader_leo = part.leader_leo
-    cdef _Heap heap
-    heap.data = NULL
-    heap.size = heap.capacity = 0
+    if not isinstance(replay.heap, OffsetHeap):
+        raise TypeError(f"the replay's heap must be an OffsetHeap, got {replay.heap!r}")
+    cdef _Loop loop = _Loop(replay, produce_type)
     try:
-        _run(replay, produce_type, ts, is_fetch, first, second, timeouts, &heap,
-             part, leos, settings, n_settings, timers, watches, checks, clocks,
-             records, fixed, check, samples, name, keys, &now, &leader_leo)
+        loop.run(ts, is_fetch, first, second, timeouts)
     finally:
-        free(heap.data)
-        # Stored once, at the end: nothing reads them during a fixed-ISR
-        # replay (the Python loop stores them as it goes).
-        replay.now = now
-        part.leader_leo = leader_leo
+        # Stored once, at the end, unless lag timers read them as they go.
+        replay.now = loop.now
+        part.leader_leo = loop.leader_leo
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-cdef int _run(
-    object replay, type produce_type, const int64_t[::1] ts,
-    const uint8_t[::1] is_fetch, const int64_t[::1] first,
-    const int64_t[::1] second, const int64_t[::1] timeouts, _Heap *heap,
-    _PartitionCore part, dict leos, list settings, Py_ssize_t n_settings,
-    list timers, list watches, list checks, list clocks, list records,
-    list fixed, bint check, list samples, object name, tuple keys,
-    int64_t *now, int64_t *leader_leo,
-) except -1:
-    cdef Py_ssize_t n = ts.shape[0], i, k
-    cdef int64_t t, a, b, hw
-    cdef bint waiting
-    cdef _ProduceCore op
-    cdef TimerCore core
-    cdef list queued
-    for i in range(n):
-        t = ts[i]
-        if t != now[0]:
+@cython.final
+cdef class _Loop:
+    """One call of :func:`run`: the replay's objects, unpacked once."""
+
+    cdef object replay, part_obj, name, advance_to, follower_changed
+    cdef type produce_type
+    cdef _PartitionCore part
+    cdef _Heap *heap
+    cdef OffsetHeap heap_owner
+    cdef dict leos
+    cdef set isr
+    cdef list settings, timers, watches, checks, clocks, records, fixed, samples
+    cdef Py_ssize_t n_settings
+    cdef tuple keys
+    cdef bint check, lag
+    cdef public int64_t now, leader_leo
+
+    def __init__(self, replay, type produce_type):
+        settings = replay.settings
+        self.replay = replay
+        self.produce_type = produce_type
+        self.part = self.part_obj = replay.partition
+        self.heap_owner = replay.heap
+        self.heap = &self.heap_owner.heap
+        self.leos = self.part._leos
+        self.isr = self.part._isr
+        self.settings = settings
+        self.n_settings = len(settings)
+        self.timers = [s.timer for s in settings]
+        self.watches = [s.purgatory.try_complete_else_watch for s in settings]
+        self.checks = [s.purgatory.check_and_complete for s in settings]
+        self.clocks = [s.clock for s in settings]
+        self.records = [s.record for s in settings]
+        self.fixed = [s.timeout_ms for s in settings]
+        self.samples = replay.samples
+        self.check = replay.check
+        self.lag = replay.isr_timer is not None
+        self.advance_to = replay.advance_to
+        self.follower_changed = replay._follower_changed
+        self.name = replay.name
+        self.keys = (self.name,)
+        self.now = replay.now
+        self.leader_leo = self.part_obj.leader_leo
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef int run(
+        self, const int64_t[::1] ts, const uint8_t[::1] is_fetch,
+        const int64_t[::1] first, const int64_t[::1] second,
+        const int64_t[::1] timeouts,
+    ) except -1:
+        cdef Py_ssize_t n = ts.shape[0], i
+        cdef int64_t t
+        for i in range(n):
+            t = ts[i]
+            if t != self.now:
+                self.clock_to(t)
+            if is_fetch[i]:
+                self.fetch(first[i], second[i])
+            else:
+                self.produce(t, first[i], second[i], timeouts[i])
+            if self.check and (i == n - 1 or ts[i + 1] != t):
+                self.samples.append(
+                    (t, [s.purgatory.delayed for s in self.settings])
+                )
+        return 0
+
+    cdef inline int clock_to(self, int64_t t) except -1:
+        """Every clock to ``t``: expirations first, then lag timers (advance_to)."""
+        cdef Py_ssize_t k
+        cdef TimerCore core
+        cdef list queued
+        if self.lag:
+            self.advance_to(t)
+        else:
             # Every clock to t (MockTimer.advance_to) if something is due by
             # t (a task ready, or the first bucket's expiration: what
             # next_expiration_ms reads), else only the manual clock: all
             # advance_to would do.
-            for k in range(n_settings):
-                core = <TimerCore>timers[k]
+            for k in range(self.n_settings):
+                core = <TimerCore>self.timers[k]
                 queued = core._queue._heap
                 if core._ready or (
                     queued and (<TimerTaskList>queued[0])._expiration_ms <= t
                 ):
-                    timers[k].advance_to(t)
+                    self.timers[k].advance_to(t)
                 else:
                     core._manual_now_ns = t * 1_000_000
-            now[0] = t
-        a = first[i]
-        b = second[i]
-        if is_fetch[i]:
-            # a = replica, b = fetch_offset
-            replica = a
-            leos[replica] = b
-            # With a fixed ISR every follower is in it: the smallest LEO is
-            # Partition._acked_to (what try_complete compares), kept here as
-            # Partition.record_fetch would, holding the dict's own int.
-            smallest = None
-            hw = 0
-            for leo in leos.values():
+        self.now = t
+        return 0
+
+    cdef inline int fetch(self, int64_t replica_id, int64_t fetch_offset) except -1:
+        """A follower's LEO moved: the high watermark may rise past awaited offsets."""
+        cdef Py_ssize_t k
+        cdef int64_t hw = 0
+        replica = replica_id
+        self.leos[replica] = fetch_offset
+        if self.lag:
+            self.follower_changed(replica)
+            if replica not in self.isr:
+                return 0
+        # (Without lag timers every follower is in the ISR.)  The smallest
+        # in-sync LEO is Partition._acked_to (what try_complete compares),
+        # kept here as Partition.record_fetch would, holding the dict's own int.
+        smallest = None
+        if not self.lag or len(self.isr) == len(self.leos):
+            for leo in self.leos.values():
                 if smallest is None or PyLong_AsLongLong(leo) < hw:
                     smallest = leo
                     hw = PyLong_AsLongLong(leo)
-            part._acked_to = smallest
-            if heap.size and hw >= heap.data[0]:
-                # _complete_up_to(hw)
-                while heap.size and heap.data[0] <= hw:
-                    _heap_pop(heap)
-                for k in range(n_settings):
-                    checks[k](name)
         else:
-            # a = request_id, b = required_offset
-            if b > leader_leo[0]:
-                leader_leo[0] = b
-            required = b
-            waiting = False
-            for k in range(n_settings):
-                timeout = timeouts[i] if fixed[k] is None else fixed[k]
-                op = _new_produce(
-                    produce_type, part, required, timeout, t, a, clocks[k], records[k]
-                )
-                if not watches[k](op, keys):
-                    # Still waiting (or expired at once, timeout 0: then the
-                    # offset is popped later and checks nothing).
-                    waiting = True
-            if waiting:
-                _heap_push(heap, b)
-        if check and (i == n - 1 or ts[i + 1] != t):
-            samples.append((t, [s.purgatory.delayed for s in settings]))
-    return 0
+            for r in self.isr:
+                leo = self.leos[r]
+                if smallest is None or PyLong_AsLongLong(leo) < hw:
+                    smallest = leo
+                    hw = PyLong_AsLongLong(leo)
+        self.part._acked_to = smallest
+        if self.heap.size and hw >= self.heap.data[0]:
+            # engine._PartitionReplay._complete_up_to(hw)
+            while self.heap.size and self.heap.data[0] <= hw:
+                _heap_pop(self.heap)
+            for k in range(self.n_settings):
+                self.checks[k](self.name)
+        return 0
+
+    cdef inline int produce(
+        self, int64_t t, int64_t request_id, int64_t required, int64_t row_timeout
+    ) except -1:
+        """One request per setting, each watched unless it completes at once."""
+        cdef Py_ssize_t k
+        cdef bint waiting = False
+        cdef _ProduceCore op
+        offset = required
+        if required > self.leader_leo:
+            self.leader_leo = required
+            if self.lag:
+                # The lag timers compare with the leader's LEO as they go.
+                self.part_obj.leader_leo = offset
+                for replica in list(self.isr):
+                    self.follower_changed(replica)
+        for k in range(self.n_settings):
+            timeout = row_timeout if self.fixed[k] is None else self.fixed[k]
+            op = _new_produce(
+                self.produce_type, self.part, offset, timeout, t, request_id,
+                self.clocks[k], self.records[k],
+            )
+            if not self.watches[k](op, self.keys):
+                # Still waiting (or expired at once, timeout 0: then the
+                # offset is popped later and checks nothing).
+                waiting = True
+        if waiting:
+            _heap_push(self.heap, required)
+        return 0

@@ -61,28 +61,23 @@ offset 10 (completes at 8), request 2 needs offset 20 and times out at 15.
 from __future__ import annotations
 
 import base64
-import functools
 import gc
-import heapq
 import logging
 import os
 import sys
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from types import ModuleType
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import tickwheel
-from tickwheel import MockTimer
+from tickwheel import MockTimer, _impl
 from tickwheel.kafka import DelayedProduce, Partition
-from tickwheel.purgatory import (
-    DelayedOperation,
-    DelayedOperationPurgatory,
-    _new_operation,
-)
+from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
 from tickwheel.spark import _arrow
 
 __all__ = [
@@ -100,27 +95,8 @@ __all__ = [
 
 logger = logging.getLogger("tickwheel.spark")
 
-# The compiled event loop (_replay.pyx) stores an operation's fields in C, so
-# it needs the compiled DelayedProduce fields (_kafka._ProduceCore);
-# without them the Python loop below runs (the pure-Python CI job tests it).
-_replay: Any = None
-if not TYPE_CHECKING and tickwheel.USE_EXTENSIONS:
-    try:
-        import tickwheel.spark._replay as _compiled_loop
-
-        _replay = _compiled_loop
-    except ImportError as exc:  # pragma: no cover - a partial build
-        import warnings
-
-        warnings.warn(
-            f"tickwheel: the replay engine's compiled loop did not load ({exc}); "
-            "it runs in Python. Rebuild tickwheel.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        _replay = None
-#: True when the replay loop is compiled (and with it the purgatory).
-USE_COMPILED_LOOP = _replay is not None
+#: The event loop: ``_replay.pyx`` compiled, or its reference ``_replay_py.py``.
+_loop = _impl.select("spark._replay")
 
 #: Largest event time / delay the timing wheel accepts (ms).
 MAX_TIME_MS = 2**62 // 1_000_000
@@ -304,9 +280,9 @@ class ReplayProduce(DelayedProduce):
     The engine validates whole columns with numpy before the loop, so this
     constructor only fills the slots :class:`~tickwheel.kafka.DelayedProduce`
     defines; completion (``try_complete``/``on_complete``) is inherited as is.
-    The single-setting replay loop inlines it (``_new_operation`` then the
-    same stores): a type call and an ``__init__`` frame were half the cost of
-    an operation.  The timeout sweep calls it.
+    The replay loops inline it (``_new_operation`` then the same stores, or
+    ``_new_produce`` in C): a type call and an ``__init__`` frame were half
+    the cost of an operation.
     """
 
     __slots__ = ()
@@ -355,42 +331,21 @@ class _Setting:
         "record",
     )
 
-    def __init__(self, name: str, timeout_ms: int | None, start_ms: int) -> None:
+    def __init__(
+        self, name: str, timeout_ms: int | None, start_ms: int, loop: ModuleType
+    ) -> None:
         self.timeout_ms = timeout_ms
-        self.timer = timer = MockTimer(start_ms=start_ms)
+        self.timer = MockTimer(start_ms=start_ms)
         # ``lambda: timer.now_ms`` without a Python frame per call (one call
         # per completed or expired request).
-        self.clock: Callable[[], int] = (
-            _replay.clock(timer)
-            if _replay is not None
-            else functools.partial(getattr, timer, "now_ms")
-        )
+        self.clock: Callable[[], int] = loop.clock(self.timer)
         self.purgatory = DelayedOperationPurgatory(f"Produce-{name}", self.timer)
         self.done_ids: list[int] = []
         self.done_ms: list[int] = []
         self.done_expired: list[bool] = []
-        self.record: Callable[[DelayedProduce], None] = (
-            _replay.recorder(self.done_ids, self.done_ms, self.done_expired)
-            if _replay is not None
-            else functools.partial(
-                _record,
-                self.done_ids.append,
-                self.done_ms.append,
-                self.done_expired.append,
-            )
+        self.record: Callable[[DelayedProduce], None] = loop.recorder(
+            self.done_ids, self.done_ms, self.done_expired
         )
-
-
-def _record(
-    ids: Callable[[int], None],
-    done_ms: Callable[[int], None],
-    expired: Callable[[bool], None],
-    op: DelayedProduce,
-) -> None:
-    """A DelayedProduce's callback: append its outcome to the setting's columns."""
-    ids(op.request_id)
-    done_ms(op.done_ms)  # type: ignore[arg-type]  # set by on_complete
-    expired(op.expired)
 
 
 # -- one partition -------------------------------------------------------------------
@@ -412,14 +367,18 @@ class _PartitionReplay:
         lag_ms: int | None,
         start_ms: int,
         check: bool = False,
+        loop: ModuleType | None = None,
     ) -> None:
+        self.loop = _loop if loop is None else loop
         self.name = name
         self.partition = Partition(name, followers)
-        self.settings = [_Setting(name, t, start_ms) for t in settings]
+        self.settings = [_Setting(name, t, start_ms, self.loop) for t in settings]
+        self.timers = [s.timer for s in self.settings]
         self.lag_ms = lag_ms
         self.isr_timer = MockTimer(start_ms=start_ms) if lag_ms is not None else None
         self.lag_tasks: dict[int, Any] = {}
-        self.heap: list[int] = []
+        #: The required offsets still awaited (the loop module's OffsetHeap).
+        self.heap = self.loop.OffsetHeap()
         self.now = start_ms
         self.check = check
         self.samples: list[tuple[int, list[int]]] = []
@@ -433,11 +392,8 @@ class _PartitionReplay:
         return self.partition._acked_to
 
     def _complete_up_to(self, hw: float) -> None:
-        """The HW reached ``hw`` >= heap[0]: complete what waits for it."""
-        heap = self.heap
-        heappop = heapq.heappop
-        while heap and heap[0] <= hw:
-            heappop(heap)
+        """The HW reached ``hw`` >= the smallest awaited offset: complete what waits."""
+        self.heap.pop_up_to(hw)
         name = self.name
         for s in self.settings:
             s.purgatory.check_and_complete(name)
@@ -449,7 +405,7 @@ class _PartitionReplay:
         self.shrinks += 1
         if self.heap:
             hw = self._hw()
-            if hw >= self.heap[0]:
+            if hw >= self.heap.smallest():
                 self._complete_up_to(hw)
 
     def _follower_changed(self, replica: int) -> None:
@@ -473,13 +429,17 @@ class _PartitionReplay:
     # clock -------------------------------------------------------------------
     def advance_to(self, t: int) -> None:
         """Move every clock to ``t``; at each ms, expirations come before lag timers."""
-        timers = [s.timer for s in self.settings]
+        timers = self.timers
         isr_timer = self.isr_timer
         if isr_timer is not None:
             while True:
                 nxt = isr_timer.next_expiration_ms
                 if nxt is None or nxt > t:
                     break
+                # A bucket of a coarse wheel level can start before now (the
+                # wheel's levels move only when something is due): polling it
+                # at now cascades its lag timers, which are all due later.
+                nxt = max(nxt, self.now)
                 for timer in timers:
                     timer.advance_to(nxt)
                 isr_timer.advance_to(nxt)
@@ -515,119 +475,30 @@ class _PartitionReplay:
             s.purgatory.shutdown()
             s.timer.close()
 
-    # the loop ----------------------------------------------------------------
-    def run(
-        self,
-        ts: list[int],
-        is_fetch: list[bool],
-        first: list[int],
-        second: list[int],
-        timeouts: list[int],
-    ) -> None:
-        """Replay the events in order.
+    def run(self, ts: np.ndarray, is_fetch: np.ndarray, first: np.ndarray,
+            second: np.ndarray, timeouts: np.ndarray) -> None:  # fmt: skip
+        """Replay the events in order, then run the clock out (see ``_replay_py.run``).
 
-        Columns: ``first`` is the replica (fetch) or request_id (produce),
-        ``second`` the fetch_offset or required_offset, ``timeouts`` the row's
-        timeout_ms (produce).
+        The collector is off meanwhile: live operations are young objects it
+        would rescan again and again, and none of them is part of a cycle
+        (see _Setting), so it has nothing to collect here.
         """
-        part = self.partition
-        # Partition's own containers: the loop writes LEOs without
-        # record_fetch's checks (the columns are validated) and keeps the
-        # partition's smallest in-sync LEO (_acked_to) up to date itself.
-        leos = part._leos
-        isr = part._isr
-        n_followers = len(leos)
-        heap = self.heap
-        heappush = heapq.heappush
-        lag = self.isr_timer is not None
-        settings = self.settings
-        keys = (self.name,)
-        check = self.check
-        advance_to = self.advance_to
-        complete_up_to = self._complete_up_to
-        follower_changed = self._follower_changed
-        # The common case, one setting and a fixed ISR, gets its own clock step.
-        single = len(settings) == 1
-        fast = single and not lag
-        timer = settings[0].timer
-        timeout0 = settings[0].timeout_ms
-        clock0 = settings[0].clock
-        record0 = settings[0].record
-        watch0 = settings[0].purgatory.try_complete_else_watch
-        new_operation = _new_operation
-        leader_leo = part.leader_leo
-        now = self.now
-        last = len(ts) - 1
-        for i, (t, fetch, a, b, row_timeout) in enumerate(
-            zip(ts, is_fetch, first, second, timeouts)
-        ):
-            if t != now:
-                if fast:
-                    nxt = timer.next_expiration_ms
-                    if nxt is not None and nxt <= t:
-                        timer.advance_to(t)
-                    else:
-                        # Nothing due: only move the manual clock, which is
-                        # all advance_to would do.
-                        timer.now_ns = t * 1_000_000
-                    self.now = t
-                else:
-                    advance_to(t)
-                now = t
-            if fetch:
-                # a = replica, b = fetch_offset
-                leos[a] = b
-                if lag:
-                    follower_changed(a)
-                if a in isr:
-                    hw = (
-                        min(leos.values())
-                        if len(isr) == n_followers
-                        else min([leos[r] for r in isr])
-                    )
-                    part._acked_to = hw
-                    if heap and hw >= heap[0]:
-                        complete_up_to(hw)
-            else:
-                # a = request_id, b = required_offset
-                if b > leader_leo:
-                    part.leader_leo = leader_leo = b
-                    if lag:
-                        for replica in list(isr):
-                            follower_changed(replica)
-                if single:
-                    timeout = row_timeout if timeout0 is None else timeout0
-                    # ReplayProduce(part, b, timeout, t, a, clock0, record0),
-                    # inlined (the hot path): keep the stores in step with it.
-                    op = new_operation(ReplayProduce, timeout)
-                    op.partition = part
-                    op.required_offset = b
-                    op.timeout_ms = timeout
-                    op.arrival_ms = t
-                    op.done_ms = None
-                    op.outcome = None
-                    op.error = None
-                    op.request_id = a
-                    op._clock = clock0
-                    op._callback = record0
-                    if not watch0(op, keys):
-                        # Still waiting (or expired at once, timeout 0: then
-                        # the offset is popped later and checks nothing).
-                        heappush(heap, b)
-                else:
-                    waiting = False
-                    for s in settings:
-                        timeout = row_timeout if s.timeout_ms is None else s.timeout_ms
-                        # The sweep pays the __init__ frame; only the
-                        # single-setting path above inlines it.
-                        op = ReplayProduce(part, b, timeout, t, a, s.clock, s.record)
-                        if not s.purgatory.try_complete_else_watch(op, keys):
-                            waiting = True
-                    if waiting:
-                        heappush(heap, b)
-            if check and (i == last or ts[i + 1] != t):
-                self.samples.append((t, [s.purgatory.delayed for s in settings]))
-        self.now = now
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.loop.run(
+                self,
+                ReplayProduce,
+                np.ascontiguousarray(ts, dtype=np.int64),
+                np.ascontiguousarray(is_fetch, dtype=np.uint8),
+                np.ascontiguousarray(first, dtype=np.int64),
+                np.ascontiguousarray(second, dtype=np.int64),
+                np.ascontiguousarray(timeouts, dtype=np.int64),
+            )
+            self.finish()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
 
 
 # -- columns in, columns out ------------------------------------------------------
@@ -766,9 +637,6 @@ def _log_accelerated_once() -> None:
         f"tickwheel {tickwheel.__version__} replay engine on pid {os.getpid()}: "
         + (
             "accelerated (compiled core, purgatory and event loop)"
-            if tickwheel.USE_EXTENSIONS and USE_COMPILED_LOOP
-            else "partly accelerated (compiled core; event loop in Python: "
-            "rebuild tickwheel)"
             if tickwheel.USE_EXTENSIONS
             else "pure Python (compiled core not in use: TICKWHEEL_NO_EXTENSIONS "
             "or no wheel for this platform)"
@@ -839,43 +707,62 @@ def resolve_batches(
     _log_accelerated_once()
     seen_ids: set[int] = set()
     finished: set[str] = set()
-    events = 0
-    pieces: list[pa.Table] = []
-    current: str | None = None
-    have_current = False
-    for batch in batches:
-        table = _conform(batch)
-        if table.num_rows == 0:
-            continue
-        events += table.num_rows
-        encoded = table.column("partition").combine_chunks().dictionary_encode()
-        keys = encoded.dictionary.to_pylist()
-        idx = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-        starts = np.flatnonzero(np.diff(idx)) + 1
-        bounds = [0, *starts.tolist(), len(idx)]
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            key = keys[idx[lo]] if idx[lo] >= 0 else None
-            if have_current and key == current:
-                pieces.append(table.slice(lo, hi - lo))
-                continue
-            if have_current:
-                yield from _flush(
-                    current, pieces, settings, lag_ms, seen_ids, finished, check
-                )
-            current, have_current = key, True
-            pieces = [table.slice(lo, hi - lo)]
-    if have_current:
-        yield from _flush(current, pieces, settings, lag_ms, seen_ids, finished, check)
-    yield _union_batch(
+    runs = _PartitionRuns(batches)
+    for name, pieces in runs:
+        yield from _flush(name, pieces, settings, lag_ms, seen_ids, finished, check)
+    yield _meta_batch(runs.events, seen_ids if report_ids else None)
+
+
+class _PartitionRuns:
+    """The conformed input as runs of one partition's rows: ``(name, pieces)``.
+
+    A run ends where the partition changes (a batch boundary does not end
+    it); ``events`` counts the rows read so far.
+    """
+
+    def __init__(self, batches: Iterable[pa.RecordBatch]) -> None:
+        self.batches = batches
+        self.events = 0
+
+    def __iter__(self) -> Iterator[tuple[str | None, list[pa.Table]]]:
+        pieces: list[pa.Table] = []
+        current: str | None = None
+        for batch in self.batches:
+            table = _conform(batch)
+            self.events += table.num_rows
+            for key, piece in _split_by_partition(table):
+                if pieces and key != current:
+                    yield current, pieces
+                    pieces = []
+                current = key
+                pieces.append(piece)
+        if pieces:
+            yield current, pieces
+
+
+def _split_by_partition(table: pa.Table) -> Iterator[tuple[str | None, pa.Table]]:
+    """Consecutive rows of one partition (None: a null partition), in order."""
+    if table.num_rows == 0:
+        return
+    encoded = table.column("partition").combine_chunks().dictionary_encode()
+    keys = encoded.dictionary.to_pylist()
+    idx = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.diff(idx)) + 1
+    bounds = [0, *starts.tolist(), len(idx)]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        yield (keys[idx[lo]] if idx[lo] >= 0 else None), table.slice(lo, hi - lo)
+
+
+def _meta_batch(events: int, ids: set[int] | None) -> pa.RecordBatch:
+    """The one meta record of a resolve_batches call (see RECORD_LAYOUT)."""
+    return _union_batch(
         "meta",
         {
             "worker": [f"{os.uname().nodename}:{os.getpid()}"],
             "accelerated": [int(bool(tickwheel.USE_EXTENSIONS))],
             "events": [events],
             "ids": [
-                pack_ids(np.fromiter(seen_ids, np.int64, len(seen_ids)))
-                if report_ids
-                else None
+                None if ids is None else pack_ids(np.fromiter(ids, np.int64, len(ids)))
             ],
         },
         1,
@@ -930,7 +817,29 @@ def _flush(
     check: bool,
 ) -> Iterator[pa.RecordBatch]:
     """Validate and replay one partition's rows; yield its output batches."""
-    table = pa.concat_tables(pieces).combine_chunks()
+    table = _partition_table(name, pieces, finished)
+    columns = _EventColumns.of(table)
+    code = _reason_codes(name, columns, seen_ids)
+    valid = code == 0
+    if not valid.all():
+        yield _rejected_batch(table, code)
+    if not valid.any():
+        return
+    assert name is not None  # a null partition's rows are all rejected
+    events = columns.replayed(valid)
+    _check_sorted(name, events)
+    followers = np.unique(columns.rep[valid & columns.fetch]).tolist()
+    replay = _PartitionReplay(
+        name, followers, settings, lag_ms, int(events.ts[0]), check
+    )
+    replay.run(*events)
+    yield from _output_batches(replay, events, check)
+
+
+def _partition_table(
+    name: str | None, pieces: list[pa.Table], finished: set[str]
+) -> pa.Table:
+    """One partition's rows as one table; each partition comes in one run of rows."""
     if name is not None:
         if name in finished:
             raise ValueError(
@@ -938,179 +847,234 @@ def _flush(
                 "events must be sorted by (partition, ts_ms, kind)"
             )
         finished.add(name)
-    n = table.num_rows
-    ts, ts_null = _np(table.column("ts_ms"))
-    kind = _kind_codes(table.column("kind").combine_chunks())
-    rid, rid_null = _np(table.column("request_id"))
-    req, req_null = _np(table.column("required_offset"))
-    tmo, tmo_null = _np(table.column("timeout_ms"))
-    rep, rep_null = _np(table.column("replica"))
-    fo, fo_null = _np(table.column("fetch_offset"))
-    produce = kind == _KIND_PRODUCE
-    fetch = kind == _KIND_FETCH
+    return pa.concat_tables(pieces).combine_chunks()
 
-    # Reason codes: 0 = valid; the first check that fails names the row's reason.
-    code = np.zeros(n, dtype=np.int8)
+
+class _Events(NamedTuple):
+    """One partition's valid events: the loop's five columns (``_replay_py.run``)."""
+
+    ts: np.ndarray
+    is_fetch: np.ndarray
+    first: np.ndarray  # replica (fetch) or request_id (produce)
+    second: np.ndarray  # fetch_offset (fetch) or required_offset (produce)
+    timeouts: np.ndarray  # the row's timeout_ms (produce)
+
+
+class _EventColumns(NamedTuple):
+    """A partition's input columns as numpy values (nulls filled) and null masks."""
+
+    ts: np.ndarray
+    ts_null: np.ndarray
+    kind: np.ndarray
+    rid: np.ndarray
+    rid_null: np.ndarray
+    req: np.ndarray
+    req_null: np.ndarray
+    tmo: np.ndarray
+    tmo_null: np.ndarray
+    rep: np.ndarray
+    rep_null: np.ndarray
+    fo: np.ndarray
+    fo_null: np.ndarray
+
+    @classmethod
+    def of(cls, table: pa.Table) -> _EventColumns:
+        """The columns of a conformed table (see :func:`_conform`)."""
+        ts, ts_null = _np(table.column("ts_ms"))
+        kind = _kind_codes(table.column("kind").combine_chunks())
+        rid, rid_null = _np(table.column("request_id"))
+        req, req_null = _np(table.column("required_offset"))
+        tmo, tmo_null = _np(table.column("timeout_ms"))
+        rep, rep_null = _np(table.column("replica"))
+        fo, fo_null = _np(table.column("fetch_offset"))
+        return cls(ts, ts_null, kind, rid, rid_null, req, req_null, tmo, tmo_null,
+                   rep, rep_null, fo, fo_null)  # fmt: skip
+
+    @property
+    def produce(self) -> np.ndarray:
+        mask: np.ndarray = self.kind == _KIND_PRODUCE
+        return mask
+
+    @property
+    def fetch(self) -> np.ndarray:
+        mask: np.ndarray = self.kind == _KIND_FETCH
+        return mask
+
+    def replayed(self, valid: np.ndarray) -> _Events:
+        """The valid rows as the loop's columns."""
+        fetch = self.fetch
+        return _Events(
+            self.ts[valid],
+            fetch[valid],
+            np.where(fetch, self.rep, self.rid)[valid],
+            np.where(fetch, self.fo, self.req)[valid],
+            self.tmo[valid],
+        )
+
+
+def _reason_codes(name: str | None, c: _EventColumns, seen_ids: set[int]) -> np.ndarray:
+    """Per row, the index in ``_REASONS`` of the first check it fails (0: valid)."""
+    code = np.zeros(len(c.ts), dtype=np.int8)
 
     def mark(condition: Any, reason: str) -> None:
         code[np.logical_and(condition, code == 0)] = _REASONS.index(reason)
 
+    produce, fetch = c.produce, c.fetch
     if name is None:
         code[:] = _REASONS.index("null partition")
-    mark(kind == _KIND_NULL, "null kind")
-    mark(kind == _KIND_OTHER, "unknown kind")
-    mark(ts_null, "null ts_ms")
+    mark(c.kind == _KIND_NULL, "null kind")
+    mark(c.kind == _KIND_OTHER, "unknown kind")
+    mark(c.ts_null, "null ts_ms")
     # Not np.abs: it overflows (stays negative) for -2**63.
-    mark((ts > MAX_TIME_MS) | (ts < -MAX_TIME_MS), "ts_ms out of range")
-    mark(produce & rid_null, "null request_id")
-    mark(produce & req_null, "null required_offset")
-    mark(produce & tmo_null, "null timeout_ms")
-    mark(produce & (tmo < 0), "negative timeout_ms")
-    mark(produce & (req < 0), "negative required_offset")
+    mark((c.ts > MAX_TIME_MS) | (c.ts < -MAX_TIME_MS), "ts_ms out of range")
+    mark(produce & c.rid_null, "null request_id")
+    mark(produce & c.req_null, "null required_offset")
+    mark(produce & c.tmo_null, "null timeout_ms")
+    mark(produce & (c.tmo < 0), "negative timeout_ms")
+    mark(produce & (c.req < 0), "negative required_offset")
+    deadline = c.ts + np.minimum(c.tmo, MAX_TIME_MS)
     mark(
-        produce
-        & ((tmo > MAX_TIME_MS) | (ts + np.minimum(tmo, MAX_TIME_MS) > MAX_TIME_MS)),
+        produce & ((c.tmo > MAX_TIME_MS) | (deadline > MAX_TIME_MS)),
         "timeout_ms out of range",
     )
-    mark(fetch & rep_null, "null replica")
-    mark(fetch & fo_null, "null fetch_offset")
-    mark(fetch & (fo < 0), "negative fetch_offset")
-    # Duplicates: an id already seen by this engine, or earlier in this partition.
-    ok_produce = np.flatnonzero(produce & (code == 0))
-    if len(ok_produce):
-        ids = rid[ok_produce]
-        _, first_index = np.unique(ids, return_index=True)
-        dup = np.ones(len(ids), dtype=bool)
-        dup[first_index] = False
-        id_list = ids.tolist()
-        if seen_ids and not seen_ids.isdisjoint(id_list):
-            # Rare: look ids up one by one only when some id was seen before.
-            dup |= np.fromiter((i in seen_ids for i in id_list), bool, len(ids))
-        code[ok_produce[dup]] = _REASONS.index("duplicate request_id")
-        seen_ids.update(ids[~dup].tolist())
+    mark(fetch & c.rep_null, "null replica")
+    mark(fetch & c.fo_null, "null fetch_offset")
+    mark(fetch & (c.fo < 0), "negative fetch_offset")
+    _mark_duplicates(code, np.flatnonzero(produce & (code == 0)), c.rid, seen_ids)
+    return code
 
-    valid = code == 0
-    bad = np.flatnonzero(~valid)
-    if len(bad):
-        take = pa.array(bad)
-        columns: dict[str, Any] = {c: table.column(c).take(take) for c in INPUT_COLUMNS}
-        if pa.types.is_integer(table.column("kind").type):
-            names = pc.if_else(
-                pc.equal(columns["kind"], 0),
-                "fetch",
-                pc.if_else(pc.equal(columns["kind"], 1), "produce", None),
-            )
-            columns["kind"] = pc.coalesce(names, pc.cast(columns["kind"], pa.string()))
-        columns["reason"] = np.array(_REASONS, dtype=object)[code[bad]]
-        yield _union_batch("rejected", columns, len(bad))
-    if not valid.any():
+
+def _mark_duplicates(
+    code: np.ndarray, ok_produce: np.ndarray, rid: np.ndarray, seen_ids: set[int]
+) -> None:
+    """Duplicates: an id already seen by this engine, or earlier in this partition."""
+    if not len(ok_produce):
         return
-    vts = ts[valid]
-    vfetch = fetch[valid]
-    # The replay's order: time, then fetches (0) before produces (1).
-    vkind = kind[valid]
-    if len(vts) > 1:
-        dt = np.diff(vts)
-        unsorted = (dt < 0) | ((dt == 0) & (np.diff(vkind) < 0))
-        if unsorted.any():
-            at = int(np.flatnonzero(unsorted)[0])
-            raise ValueError(
-                f"events of partition {name!r} are not sorted by (ts_ms, kind): "
-                f"ts_ms {int(vts[at])} ({'fetch' if vfetch[at] else 'produce'}) comes "
-                f"before ts_ms {int(vts[at + 1])} "
-                f"({'fetch' if vfetch[at + 1] else 'produce'})"
-            )
-    first = np.where(fetch, rep, rid)[valid]
-    second = np.where(fetch, fo, req)[valid]
-    followers = np.unique(rep[valid & fetch]).tolist()
-    assert name is not None
-    replay = _PartitionReplay(name, followers, settings, lag_ms, int(vts[0]), check)
-    gc_was_enabled = gc.isenabled()
-    # Live operations are young objects the collector would rescan again and
-    # again; none of them is part of a cycle (see _Setting), so it has
-    # nothing to collect here.
-    gc.disable()
-    try:
-        if _replay is not None and lag_ms is None:
-            _replay.run_fixed_isr(
-                replay,
-                ReplayProduce,
-                np.ascontiguousarray(vts, dtype=np.int64),
-                np.ascontiguousarray(vfetch, dtype=np.uint8),
-                np.ascontiguousarray(first, dtype=np.int64),
-                np.ascontiguousarray(second, dtype=np.int64),
-                np.ascontiguousarray(tmo[valid], dtype=np.int64),
-            )
-        else:
-            replay.run(
-                vts.tolist(),
-                vfetch.tolist(),
-                first.tolist(),
-                second.tolist(),
-                tmo[valid].tolist(),
-            )
-        replay.finish()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    # Arrival and timeout of each recorded outcome, from the input columns:
-    # request_ids are unique within the partition (duplicates were rejected).
-    vproduce = ~vfetch
-    produce_ids = first[vproduce]
-    by_id = np.argsort(produce_ids)  # unique ids: no need for a stable sort
-    sorted_ids = produce_ids[by_id]
-    produce_ts = vts[vproduce]
-    produce_timeouts = tmo[valid][vproduce]
-    columns_by_setting = []
-    for s in replay.settings:
-        request_id = np.array(s.done_ids, dtype=np.int64)
-        m = len(request_id)
-        row = by_id[np.searchsorted(sorted_ids, request_id)]
-        timeout = (
-            produce_timeouts[row]
-            if s.timeout_ms is None
-            else np.full(m, s.timeout_ms, dtype=np.int64)
+    ids = rid[ok_produce]
+    _, first_index = np.unique(ids, return_index=True)
+    dup = np.ones(len(ids), dtype=bool)
+    dup[first_index] = False
+    id_list = ids.tolist()
+    if seen_ids and not seen_ids.isdisjoint(id_list):
+        # Rare: look ids up one by one only when some id was seen before.
+        dup |= np.fromiter((i in seen_ids for i in id_list), bool, len(ids))
+    code[ok_produce[dup]] = _REASONS.index("duplicate request_id")
+    seen_ids.update(ids[~dup].tolist())
+
+
+def _rejected_batch(table: pa.Table, code: np.ndarray) -> pa.RecordBatch:
+    """The rows with a non-zero reason code, as input columns plus ``reason``."""
+    bad = np.flatnonzero(code != 0)
+    take = pa.array(bad)
+    columns: dict[str, Any] = {c: table.column(c).take(take) for c in INPUT_COLUMNS}
+    if pa.types.is_integer(table.column("kind").type):
+        names = pc.if_else(
+            pc.equal(columns["kind"], 0),
+            "fetch",
+            pc.if_else(pc.equal(columns["kind"], 1), "produce", None),
         )
-        columns_by_setting.append(
-            (
-                s,
-                m,
-                produce_ts[row],
-                timeout,
-                np.array(s.done_ms, dtype=np.int64),
-                np.array(s.done_expired, dtype=bool),
-                request_id,
-            )
+        columns["kind"] = pc.coalesce(names, pc.cast(columns["kind"], pa.string()))
+    columns["reason"] = np.array(_REASONS, dtype=object)[code[bad]]
+    return _union_batch("rejected", columns, len(bad))
+
+
+def _check_sorted(name: str, events: _Events) -> None:
+    """Raise ValueError unless the events are in the replay's order.
+
+    The order: time, then fetches (kind 0) before produces (kind 1).
+    """
+    ts, fetch = events.ts, events.is_fetch
+    if len(ts) < 2:
+        return
+    dt = np.diff(ts)
+    kind = np.where(fetch, _KIND_FETCH, _KIND_PRODUCE)
+    unsorted = (dt < 0) | ((dt == 0) & (np.diff(kind) < 0))
+    if unsorted.any():
+        at = int(np.flatnonzero(unsorted)[0])
+        raise ValueError(
+            f"events of partition {name!r} are not sorted by (ts_ms, kind): "
+            f"ts_ms {int(ts[at])} ({'fetch' if fetch[at] else 'produce'}) comes "
+            f"before ts_ms {int(ts[at + 1])} "
+            f"({'fetch' if fetch[at + 1] else 'produce'})"
         )
-        s.done_ids.clear()
-        s.done_ms.clear()
-        s.done_expired.clear()
-    for s, m, arrival, timeout, done_ms, expired, request_id in columns_by_setting:
+
+
+def _output_batches(
+    replay: _PartitionReplay, events: _Events, check: bool
+) -> Iterator[pa.RecordBatch]:
+    """Per setting, the outcome batch and the purgatory-size batch of a replay."""
+    # Every setting's recorded lists become arrays (and are freed) first.
+    produces = _Produces.of(events)
+    outcomes = [_outcome_columns(s, produces) for s in replay.settings]
+    for s, columns in zip(replay.settings, outcomes):
+        arrival, done_ms = columns["arrival_ms"], columns["done_ms"]
+        expired = columns.pop("expired")
         yield _union_batch(
-            "outcome",
-            {
-                "request_id": request_id,
-                "partition": pa.repeat(pa.scalar(name, pa.string()), m),
-                "arrival_ms": arrival,
-                "deadline_ms": arrival + timeout,
-                "outcome": pc.if_else(pa.array(expired), "expired", "completed"),
-                "done_ms": done_ms,
-                "latency_ms": done_ms - arrival,
-                "timeout_ms": timeout,
-            },
-            m,
+            "outcome", _with_partition(replay.name, columns), len(arrival)
         )
-        sizes = purgatory_sizes(arrival, done_ms, expired)
         if check:
             _check_sizes(replay, s, arrival, done_ms)
+        sizes = purgatory_sizes(arrival, done_ms, expired)
         k = len(sizes["window_start_ms"])
-        sizes["partition"] = pa.repeat(pa.scalar(name, pa.string()), k)
         sizes["timeout_ms"] = (
             pa.nulls(k, pa.int64())
             if s.timeout_ms is None
             else np.full(k, s.timeout_ms, dtype=np.int64)
         )
-        yield _union_batch("size", sizes, k)
+        yield _union_batch("size", _with_partition(replay.name, sizes), k)
+
+
+def _with_partition(name: str, columns: dict[str, Any]) -> dict[str, Any]:
+    """``columns`` plus a ``partition`` column holding ``name`` (first)."""
+    n = len(next(iter(columns.values())))
+    return {"partition": pa.repeat(pa.scalar(name, pa.string()), n), **columns}
+
+
+class _Produces(NamedTuple):
+    """The replayed produces by request_id: how outcomes find their input row."""
+
+    by_id: np.ndarray  # row order sorted by request_id
+    sorted_ids: np.ndarray
+    arrival_ms: np.ndarray
+    timeout_ms: np.ndarray
+
+    @classmethod
+    def of(cls, events: _Events) -> _Produces:
+        produce = ~events.is_fetch
+        ids = events.first[produce]
+        by_id = np.argsort(ids)  # unique ids: no need for a stable sort
+        return cls(by_id, ids[by_id], events.ts[produce], events.timeouts[produce])
+
+
+def _outcome_columns(s: _Setting, produces: _Produces) -> dict[str, Any]:
+    """A setting's recorded outcomes as columns (its lists are emptied).
+
+    Arrival and timeout of each outcome come from the input columns:
+    request_ids are unique within the partition (duplicates were rejected).
+    """
+    request_id = np.array(s.done_ids, dtype=np.int64)
+    row = produces.by_id[np.searchsorted(produces.sorted_ids, request_id)]
+    arrival = produces.arrival_ms[row]
+    timeout = (
+        produces.timeout_ms[row]
+        if s.timeout_ms is None
+        else np.full(len(request_id), s.timeout_ms, dtype=np.int64)
+    )
+    done_ms = np.array(s.done_ms, dtype=np.int64)
+    expired = np.array(s.done_expired, dtype=bool)
+    s.done_ids.clear()
+    s.done_ms.clear()
+    s.done_expired.clear()
+    return {
+        "request_id": request_id,
+        "arrival_ms": arrival,
+        "deadline_ms": arrival + timeout,
+        "outcome": pc.if_else(pa.array(expired), "expired", "completed"),
+        "done_ms": done_ms,
+        "latency_ms": done_ms - arrival,
+        "timeout_ms": timeout,
+        "expired": expired,
+    }
 
 
 def purgatory_sizes(
@@ -1141,52 +1105,9 @@ def purgatory_sizes(
     sec_d = np.floor_divide(done_ms, 1000)
     active = np.unique(np.concatenate([sec_a, sec_d]))
     if not len(active):
-        empty = np.zeros(0, dtype=np.int64)
-        return {
-            k: empty
-            for k in (
-                "window_start_ms",
-                "pending_end",
-                "pending_max",
-                "arrivals",
-                "completed",
-                "expired",
-            )
-        }
-    # Pending at the end of each active second (after its last millisecond).
-    end = active * 1000 + 999
-    pend_end = np.searchsorted(a_sorted, end, "right") - np.searchsorted(
-        d_sorted, end, "right"
-    )
-    # Seconds in between with requests pending: constant, no arrivals or completions.
-    gaps = np.diff(active) - 1
-    carry = (pend_end[:-1] > 0) & (gaps > 0)
-    fill_counts = np.where(carry, gaps, 0)
-    fill_start = np.repeat(active[:-1] + 1, fill_counts)
-    fill_offset = np.arange(fill_counts.sum()) - np.repeat(
-        np.cumsum(fill_counts) - fill_counts, fill_counts
-    )
-    fill_secs = fill_start + fill_offset
-    fill_pend = np.repeat(pend_end[:-1], fill_counts)
-    secs = np.concatenate([active, fill_secs])
-    pending_end = np.concatenate([pend_end, fill_pend])
-    order = np.argsort(secs, kind="stable")
-    secs = secs[order]
-    pending_end = pending_end[order]
-    # Max within a second: the level at its start, or after any arrival in it.
-    start_level = np.concatenate([[0], pending_end[:-1]])
-    start_level[1:][np.diff(secs) > 1] = 0
-    pending_max = start_level.copy()
-    times = np.concatenate([a_sorted, d_sorted])
-    deltas = np.concatenate(
-        [np.ones(len(a_sorted), np.int64), -np.ones(len(d_sorted), np.int64)]
-    )
-    o = np.lexsort((deltas, times))
-    level = np.cumsum(deltas[o])
-    up = deltas[o] > 0
-    up_secs = np.floor_divide(times[o][up], 1000)
-    np.maximum.at(pending_max, np.searchsorted(secs, up_secs), level[up])
-    pending_max = np.maximum(pending_max, pending_end)
+        return {k: np.zeros(0, dtype=np.int64) for k in _SIZE_COLUMNS}
+    secs, pending_end = _pending_at_second_ends(active, a_sorted, d_sorted)
+    pending_max = _pending_max(secs, pending_end, a_sorted, d_sorted)
     n_secs = len(secs)
     arrivals = np.bincount(np.searchsorted(secs, sec_a), minlength=n_secs)
     completed = np.bincount(np.searchsorted(secs, sec_d[~expired]), minlength=n_secs)
@@ -1199,6 +1120,65 @@ def purgatory_sizes(
         "completed": completed.astype(np.int64),
         "expired": expired_n.astype(np.int64),
     }
+
+
+_SIZE_COLUMNS = ("window_start_ms", "pending_end", "pending_max", "arrivals",
+                 "completed", "expired")  # fmt: skip
+
+
+def _pending_at_second_ends(
+    active: np.ndarray, a_sorted: np.ndarray, d_sorted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The seconds to report and the requests pending at the end of each.
+
+    ``active``: the seconds with an arrival or a completion; the seconds in
+    between with requests pending are added (constant: no arrivals or
+    completions in them).  ``a_sorted``/``d_sorted``: the sorted arrival and
+    done times of the requests that waited.
+    """
+    end = active * 1000 + 999  # after the second's last millisecond
+    pend_end = np.searchsorted(a_sorted, end, "right") - np.searchsorted(
+        d_sorted, end, "right"
+    )
+    gaps = np.diff(active) - 1
+    carry = (pend_end[:-1] > 0) & (gaps > 0)
+    fill_counts = np.where(carry, gaps, 0)
+    fill_start = np.repeat(active[:-1] + 1, fill_counts)
+    fill_offset = np.arange(fill_counts.sum()) - np.repeat(
+        np.cumsum(fill_counts) - fill_counts, fill_counts
+    )
+    fill_secs = fill_start + fill_offset
+    fill_pend = np.repeat(pend_end[:-1], fill_counts)
+    secs = np.concatenate([active, fill_secs])
+    pending_end = np.concatenate([pend_end, fill_pend])
+    order = np.argsort(secs, kind="stable")
+    return secs[order], pending_end[order]
+
+
+def _pending_max(
+    secs: np.ndarray,
+    pending_end: np.ndarray,
+    a_sorted: np.ndarray,
+    d_sorted: np.ndarray,
+) -> np.ndarray:
+    """The most requests pending within each second of ``secs``.
+
+    It is the level at the second's start, or right after an arrival in it.
+    """
+    start_level = np.concatenate([[0], pending_end[:-1]])
+    start_level[1:][np.diff(secs) > 1] = 0
+    pending_max = start_level.copy()
+    times = np.concatenate([a_sorted, d_sorted])
+    deltas = np.concatenate(
+        [np.ones(len(a_sorted), np.int64), -np.ones(len(d_sorted), np.int64)]
+    )
+    o = np.lexsort((deltas, times))
+    level = np.cumsum(deltas[o])
+    up = deltas[o] > 0
+    up_secs = np.floor_divide(times[o][up], 1000)
+    np.maximum.at(pending_max, np.searchsorted(secs, up_secs), level[up])
+    result: np.ndarray = np.maximum(pending_max, pending_end)
+    return result
 
 
 def _check_sizes(

@@ -104,6 +104,45 @@ def generate_trace(
     :return: a table with :data:`EVENT_SCHEMA`, sorted by (ts_ms, partition, kind)
     :raises TypeError, ValueError: for a non-int or out-of-range argument
     """
+    slow_followers = _check_trace_args(
+        requests, partitions, rate_per_s, timeouts_ms, slow_followers, rf1_every
+    )
+    # The draws happen in a fixed order (same seed, same table): the plan,
+    # then per partition its produces and its followers' fetches.
+    rng = np.random.default_rng(seed)
+    weights, counts, has_followers, slow = _plan(
+        rng, requests, partitions, slow_followers, rf1_every
+    )
+    columns = _Columns()
+    timeouts = np.asarray(timeouts_ms, dtype=np.int64)
+    for p in range(partitions):
+        n = int(counts[p])
+        if n == 0:
+            continue
+        rate_per_ms = rate_per_s * weights[p] / 1000.0
+        ts, offsets = _produces(columns, rng, p, n, rate_per_ms, start_ms, timeouts)
+        if not has_followers[p]:
+            continue
+        leader = p % _BROKERS
+        for index, replica in enumerate([(leader + 1) % _BROKERS,
+                                         (leader + 2) % _BROKERS]):  # fmt: skip
+            is_slow = index == 0 and p in slow
+            _fetches(columns, rng, p, replica, ts, offsets, median_delay_ms, is_slow)
+    return columns.table([f"orders-{p}" for p in range(partitions)])
+
+
+def _check_trace_args(
+    requests: int,
+    partitions: int,
+    rate_per_s: float,
+    timeouts_ms: tuple[int, ...],
+    slow_followers: int | None,
+    rf1_every: int,
+) -> int:
+    """generate_trace's argument checks (TypeError or ValueError, naming the value).
+
+    :return: ``slow_followers``, defaulted
+    """
     _check_positive(requests, "requests")
     _check_positive(partitions, "partitions")
     if not (isinstance(rate_per_s, (int, float)) and rate_per_s > 0):
@@ -116,107 +155,131 @@ def generate_trace(
         slow_followers = max(1, partitions // 20)
     _check_positive(slow_followers, "slow_followers", minimum=0)
     _check_positive(rf1_every, "rf1_every", minimum=0)
-    rng = np.random.default_rng(seed)
+    return slow_followers
 
+
+def _plan(
+    rng: Any, requests: int, partitions: int, slow_followers: int, rf1_every: int
+) -> tuple[np.ndarray, np.ndarray, list[bool], set[int]]:
+    """Per partition: its share of the rate, its request count, whether it has
+    followers; and the partitions whose first follower is slow."""
     weights = rng.lognormal(0.0, 0.5, partitions)
     weights /= weights.sum()
     counts = rng.multinomial(requests, weights)
-    names = [f"orders-{p}" for p in range(partitions)]
     has_followers = [
         not (rf1_every and p % rf1_every == rf1_every - 1) for p in range(partitions)
     ]
-    # The slow followers: the first follower of some partitions that have any.
     candidates = [p for p in range(partitions) if has_followers[p] and counts[p]]
-    slow = (
-        set(
-            rng.choice(
-                candidates, size=min(slow_followers, len(candidates)), replace=False
-            ).tolist()
+    if not (candidates and slow_followers):
+        return weights, counts, has_followers, set()
+    chosen = rng.choice(
+        candidates, size=min(slow_followers, len(candidates)), replace=False
+    )
+    return weights, counts, has_followers, set(chosen.tolist())
+
+
+class _Columns:
+    """The trace's eight columns, gathered in pieces (one per partition and kind)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[np.ndarray, ...]] = []
+        self.next_id = 0  # request ids are numbered across partitions
+
+    def add(  # noqa: PLR0913 - one array per column
+        self,
+        ts: np.ndarray,
+        partition: int,
+        produce: bool,
+        request_id: np.ndarray | int,
+        required_offset: np.ndarray | int,
+        timeout_ms: np.ndarray | int,
+        replica: int,
+        fetch_offset: np.ndarray | int,
+    ) -> None:
+        """Add ``len(ts)`` rows; a scalar fills its column."""
+        m = len(ts)
+
+        def full(v: np.ndarray | int, dtype: Any) -> np.ndarray:
+            return v if isinstance(v, np.ndarray) else np.full(m, v, dtype=dtype)
+
+        self.pieces.append((
+            ts,
+            np.full(m, partition, dtype=np.int32),
+            np.full(m, 1 if produce else 0, dtype=np.int8),
+            full(request_id, np.int64),
+            full(required_offset, np.int64),
+            full(timeout_ms, np.int64),
+            np.full(m, replica, dtype=np.int32),
+            full(fetch_offset, np.int64),
+        ))  # fmt: skip
+
+    def table(self, names: list[str]) -> pa.Table:
+        """The rows, sorted by (ts_ms, partition, kind), as an EVENT_SCHEMA table."""
+        ts, part, kind, rid, req, tmo, rep, fo = (
+            np.concatenate(column) for column in zip(*self.pieces)
         )
-        if candidates and slow_followers
-        else set()
-    )
+        order = np.lexsort((kind, part, ts))
+        is_produce = kind[order] == 1
+        is_fetch = ~is_produce
+        return pa.table(
+            [
+                pa.array(ts[order], pa.int64()),
+                pc.take(pa.array(names, pa.string()), pa.array(part[order])),
+                pc.if_else(pa.array(is_produce), "produce", "fetch"),
+                pa.array(rid[order], pa.int64(), mask=is_fetch),
+                pa.array(req[order], pa.int64(), mask=is_fetch),
+                pa.array(tmo[order], pa.int64(), mask=is_fetch),
+                pa.array(rep[order], pa.int32(), mask=is_produce),
+                pa.array(fo[order], pa.int64(), mask=is_produce),
+            ],
+            schema=EVENT_SCHEMA,
+        )
 
-    ts_parts: list[np.ndarray] = []
-    part_parts: list[np.ndarray] = []
-    kind_parts: list[np.ndarray] = []
-    rid_parts: list[np.ndarray] = []
-    req_parts: list[np.ndarray] = []
-    tmo_parts: list[np.ndarray] = []
-    rep_parts: list[np.ndarray] = []
-    fo_parts: list[np.ndarray] = []
-    next_id = 0
-    timeouts = np.asarray(timeouts_ms, dtype=np.int64)
-    sigma = 0.8
-    for p in range(partitions):
-        n = int(counts[p])
-        if n == 0:
-            continue
-        rate_per_ms = rate_per_s * weights[p] / 1000.0
-        gaps = rng.exponential(1.0 / rate_per_ms, n)
-        ts = start_ms + np.floor(np.cumsum(gaps)).astype(np.int64)
-        offsets = np.cumsum(1 + rng.geometric(0.2, n) - 1).astype(np.int64)
-        ts_parts.append(ts)
-        part_parts.append(np.full(n, p, dtype=np.int32))
-        kind_parts.append(np.ones(n, dtype=np.int8))
-        rid_parts.append(np.arange(next_id, next_id + n, dtype=np.int64))
-        next_id += n
-        req_parts.append(offsets)
-        tmo_parts.append(rng.choice(timeouts, n))
-        rep_parts.append(np.full(n, -1, dtype=np.int32))
-        fo_parts.append(np.full(n, -1, dtype=np.int64))
-        if not has_followers[p]:
-            continue
-        leader = p % _BROKERS
-        followers = [(leader + 1) % _BROKERS, (leader + 2) % _BROKERS]
-        for index, replica in enumerate(followers):
-            is_slow = index == 0 and p in slow
-            median = median_delay_ms * (50.0 if is_slow else 1.0)
-            delays = rng.lognormal(math.log(median), 1.2 if is_slow else sigma, n)
-            arrive = ts + np.ceil(delays).astype(np.int64)
-            if is_slow:
-                arrive = _stall(arrive, ts[0], ts[-1], rng)
-            # In-order replication: an offset arrives no earlier than the one before.
-            arrive = np.maximum.accumulate(arrive)
-            # Everything that reaches the follower at one ms comes in one fetch.
-            last = np.append(arrive[1:] != arrive[:-1], True)
-            f_ts = arrive[last]
-            m = len(f_ts)
-            ts_parts.append(f_ts)
-            part_parts.append(np.full(m, p, dtype=np.int32))
-            kind_parts.append(np.zeros(m, dtype=np.int8))
-            rid_parts.append(np.full(m, -1, dtype=np.int64))
-            req_parts.append(np.full(m, -1, dtype=np.int64))
-            tmo_parts.append(np.full(m, -1, dtype=np.int64))
-            rep_parts.append(np.full(m, replica, dtype=np.int32))
-            fo_parts.append(offsets[last])
 
-    ts_all = np.concatenate(ts_parts)
-    part_all = np.concatenate(part_parts)
-    kind_all = np.concatenate(kind_parts)
-    order = np.lexsort((kind_all, part_all, ts_all))
-    ts_all = ts_all[order]
-    part_all = part_all[order]
-    is_produce = kind_all[order] == 1
-    rid = np.concatenate(rid_parts)[order]
-    req = np.concatenate(req_parts)[order]
-    tmo = np.concatenate(tmo_parts)[order]
-    rep = np.concatenate(rep_parts)[order]
-    fo = np.concatenate(fo_parts)[order]
-    name_dict = pa.array(names, pa.string())
-    return pa.table(
-        [
-            pa.array(ts_all, pa.int64()),
-            pc.take(name_dict, pa.array(part_all)),
-            pc.if_else(pa.array(is_produce), "produce", "fetch"),
-            pa.array(rid, pa.int64(), mask=~is_produce),
-            pa.array(req, pa.int64(), mask=~is_produce),
-            pa.array(tmo, pa.int64(), mask=~is_produce),
-            pa.array(rep, pa.int32(), mask=is_produce),
-            pa.array(fo, pa.int64(), mask=is_produce),
-        ],
-        schema=EVENT_SCHEMA,
-    )
+def _produces(  # noqa: PLR0913
+    columns: _Columns,
+    rng: Any,
+    p: int,
+    n: int,
+    rate_per_ms: float,
+    start_ms: int,
+    timeouts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Partition ``p``'s ``n`` produce requests: Poisson arrivals, growing offsets.
+
+    :return: their arrival times and required offsets
+    """
+    gaps = rng.exponential(1.0 / rate_per_ms, n)
+    ts = start_ms + np.floor(np.cumsum(gaps)).astype(np.int64)
+    offsets = np.cumsum(1 + rng.geometric(0.2, n) - 1).astype(np.int64)
+    first_id = columns.next_id
+    columns.next_id += n
+    columns.add(ts, p, True, np.arange(first_id, first_id + n, dtype=np.int64),
+                offsets, rng.choice(timeouts, n), -1, -1)  # fmt: skip
+    return ts, offsets
+
+
+def _fetches(  # noqa: PLR0913
+    columns: _Columns,
+    rng: Any,
+    p: int,
+    replica: int,
+    ts: np.ndarray,
+    offsets: np.ndarray,
+    median_delay_ms: float,
+    is_slow: bool,
+) -> None:
+    """One follower's fetches of partition ``p``: log-normal delays, in order."""
+    median = median_delay_ms * (50.0 if is_slow else 1.0)
+    delays = rng.lognormal(math.log(median), 1.2 if is_slow else 0.8, len(ts))
+    arrive = ts + np.ceil(delays).astype(np.int64)
+    if is_slow:
+        arrive = _stall(arrive, ts[0], ts[-1], rng)
+    # In-order replication: an offset arrives no earlier than the one before.
+    arrive = np.maximum.accumulate(arrive)
+    # Everything that reaches the follower at one ms comes in one fetch.
+    last = np.append(arrive[1:] != arrive[:-1], True)
+    columns.add(arrive[last], p, False, -1, -1, -1, replica, offsets[last])
 
 
 def _stall(arrive: np.ndarray, first_ms: int, last_ms: int, rng: Any) -> np.ndarray:
