@@ -767,6 +767,7 @@ def run_import(
     out: TextIO | None = None,
     console: Any = None,
     conf: dict[str, str] | None = None,
+    ui: bool = False,
 ) -> int:
     """Import request logs into OUTPUT/events and OUTPUT/skipped; return 0.
 
@@ -806,7 +807,7 @@ def run_import(
     progress = _Progress(4, out, label="import")
     progress.stage(f"starting Spark ({master})")
     if spark is None:
-        spark = _start_spark(master, False, conf or {}, console)
+        spark = _start_spark(master, ui, conf or {}, console)
     progress.done(f"Spark {spark.version}")
     target = stage(output)
     parsed = None
