@@ -1,4 +1,4 @@
-"""``tickwheel import-request-log``: the command line of :mod:`tickwheel.spark.request_log`.
+"""``tickwheel import-request-log``: the command line of the request-log import.
 
 Kept apart from ``__main__`` so that the replay's command line and this one
 can change independently; pyspark is imported only when the command runs.

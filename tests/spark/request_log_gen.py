@@ -1,4 +1,4 @@
-"""A generator of Kafka request-log lines whose truth is known (tests and README sample).
+"""A generator of Kafka request-log lines whose truth is known (tests, README sample).
 
 What it writes is what a broker with ``kafka.request.logger`` at DEBUG
 writes: ``[yyyy-MM-dd HH:mm:ss,SSS] DEBUG Completed request:{json}
@@ -117,7 +117,7 @@ class _Writer:
         response: Any,
         connection: str,
     ) -> int:
-        """Add a line whose local time ends at ``effect_ms``; return its correlationId."""
+        """Add a line whose local time ends at ``effect_ms``; return its correlation."""
         queue, local = self.small_us(300), self.small_us()
         response_queue, send = self.small_us(200), self.small_us(400)
         completed_us = effect_ms * 1000 + remote_us + response_queue + send
@@ -431,9 +431,8 @@ def generate(
             end_ms - n,
             30_000,
         )
-        skipped[
-            f"error {code} {'NOT_LEADER_OR_FOLLOWER' if code == 6 else 'NOT_ENOUGH_REPLICAS'}"
-        ] += 1
+        name = "NOT_LEADER_OR_FOLLOWER" if code == 6 else "NOT_ENOUGH_REPLICAS"
+        skipped[f"error {code} {name}"] += 1
     # Fire-and-forget traffic on its own topic (acks=0: no response).
     for n in range(6):
         request = {
@@ -546,13 +545,16 @@ def generate(
     counts["METADATA"] = counts["API_VERSIONS"] = 4
     lines = [text for _, _, text in sorted(w.out)]
     garbage = [
-        f"[{_stamp(start_ms)}] INFO [SocketServer listenerType=BROKER, nodeId=1] Started socket server acceptors (kafka.network.SocketServer)",
+        f"[{_stamp(start_ms)}] INFO [SocketServer listenerType=BROKER, nodeId=1] "
+        "Started socket server acceptors (kafka.network.SocketServer)",
         "",
         "\tat kafka.network.Processor.run(SocketServer.scala:1011)",
-        f"[{_stamp(start_ms)}] TRACE [KafkaApi-1] Handling request (kafka.server.KafkaApis)",
+        f"[{_stamp(start_ms)}] TRACE [KafkaApi-1] Handling request "
+        "(kafka.server.KafkaApis)",
     ]
     broken = [
-        f'[{_stamp(start_ms + 1)}] DEBUG Completed request:{{"requestHeader":{{"requestApiKey":0,"requestApi',
+        f"[{_stamp(start_ms + 1)}] DEBUG Completed request:"
+        '{"requestHeader":{"requestApiKey":0,"requestApi',
         "DEBUG Completed request:" + lines[0].split("Completed request:", 1)[1],
     ]
     counts["other lines"] = len(garbage)
