@@ -157,7 +157,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
         "demo": demo,
         "replay": replay,
         "gen-trace": sub.choices["gen-trace"],
-        "import-request-log": add_import_parser(sub, _add_replay_options),
+        "import-request-log": add_import_parser(sub),
     }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable
+from typing import Any
 
 _DESCRIPTION = """\
 Import LOG, a broker's request log (kafka.request.logger at DEBUG: one
@@ -35,10 +35,8 @@ Examples:
 """
 
 
-def add_import_parser(
-    sub: Any, add_options: Callable[[argparse.ArgumentParser], None]
-) -> argparse.ArgumentParser:
-    """Add the ``import-request-log`` parser to ``sub`` (the replay's options too)."""
+def add_import_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``import-request-log`` parser to ``sub``."""
     cmd: argparse.ArgumentParser = sub.add_parser(
         "import-request-log",
         help="import a broker's request log as the replay's events table (Spark)",
@@ -68,7 +66,22 @@ def add_import_parser(
     cmd.add_argument(
         "--master", default="local[*]", help="Spark master (default: local[*])"
     )
-    add_options(cmd)
+    cmd.add_argument(
+        "--ui", action="store_true", help="start the Spark web UI (default: off)"
+    )
+    cmd.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable) (default: none)",
+    )
+    cmd.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show Spark's own log and, on an error, the traceback (default: off)",
+    )
     return cmd
 
 

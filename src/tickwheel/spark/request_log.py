@@ -87,6 +87,18 @@ EVENT_EXTRA_COLUMNS = {
     "connection": "string",
     "api_version": "int",
 }
+#: The events table the import writes: the binding columns, then the extras.
+EVENT_COLUMNS = {
+    "ts_ms": "bigint",
+    "partition": "string",
+    "kind": "string",
+    "request_id": "bigint",
+    "required_offset": "bigint",
+    "timeout_ms": "bigint",
+    "replica": "int",
+    "fetch_offset": "bigint",
+    **EVENT_EXTRA_COLUMNS,
+}
 SKIPPED_COLUMNS = {
     "reason": "string",
     "api": "string",
@@ -342,44 +354,60 @@ def _reason_for_error(code: Any, prefix: str) -> Any:
     return F.concat(F.lit(prefix), code.cast("string"), F.lit(" "), name)
 
 
+def _select(rows: Any, types: dict[str, str], **given: Any) -> Any:
+    """The columns of ``types``, in order: ``given`` (a column or a column
+    name), else the column of that name in ``rows``, else null; each cast."""
+    from pyspark.sql import functions as F
+
+    columns = []
+    for name, dtype in types.items():
+        value = given.get(name, name if name in rows.columns else None)
+        column = F.col(value) if isinstance(value, str) else value
+        columns.append(
+            (F.lit(None) if column is None else column).cast(dtype).alias(name)
+        )
+    return rows.select(*columns)
+
+
+def _part_key(topic: Any, index: Any) -> Any:
+    """``topic-index``, Kafka's TopicPartition.toString (the watch key)."""
+    from pyspark.sql import functions as F
+
+    return F.concat(topic, F.lit("-"), index.cast("string"))
+
+
+def _nested(topics: str, partitions: str, make: Any) -> Any:
+    """``make(topic, partition)`` for every partition of every topic, flattened."""
+    from pyspark.sql import functions as F
+
+    return F.flatten(
+        F.transform(
+            F.col(topics), lambda t: F.transform(t[partitions], lambda p: make(t, p))
+        )
+    )
+
+
 def _produce_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
     """(events, skipped) of the produce lines: one row per partition."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    def part_key(topic: Any, index: Any) -> Any:
-        return F.concat(topic, F.lit("-"), index.cast("string"))
-
-    responses = F.flatten(
-        F.transform(
-            F.col("response.responses"),
-            lambda t: F.transform(
-                t["partitionResponses"],
-                lambda p: F.struct(
-                    part_key(F.coalesce(t["name"], t["topicId"]), p["index"]).alias(
-                        "k"
-                    ),
-                    p["errorCode"].alias("error"),
-                    p["baseOffset"].alias("base"),
-                ),
-            ),
-        )
+    responses = _nested(
+        "response.responses",
+        "partitionResponses",
+        lambda t, p: F.struct(
+            _part_key(F.coalesce(t["name"], t["topicId"]), p["index"]).alias("k"),
+            p["errorCode"].alias("error"),
+            p["baseOffset"].alias("base"),
+        ),
     )
-    parts = F.flatten(
-        F.transform(
-            F.col("request.topicData"),
-            lambda t: F.transform(
-                t["partitionData"],
-                lambda p: F.struct(
-                    part_key(key(t["name"], t["topicId"]), p["index"]).alias(
-                        "partition"
-                    ),
-                    part_key(F.coalesce(t["name"], t["topicId"]), p["index"]).alias(
-                        "k"
-                    ),
-                ),
-            ),
-        )
+    parts = _nested(
+        "request.topicData",
+        "partitionData",
+        lambda t, p: F.struct(
+            _part_key(key(t["name"], t["topicId"]), p["index"]).alias("partition"),
+            _part_key(F.coalesce(t["name"], t["topicId"]), p["index"]).alias("k"),
+        ),
     )
     acks = F.col("request.acks")
     with_resp = F.transform(
@@ -452,33 +480,15 @@ def _produce_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
         "next_base", F.lit(None).cast("long")
     )
     every = final.unionByName(not_appended)
-    events = every.where(F.col("reason").isNull()).select(
-        "ts_ms",
-        "partition",
-        F.lit("produce").alias("kind"),
-        "request_id",
-        F.col("next_base").alias("required_offset"),
-        "timeout_ms",
-        F.lit(None).cast("int").alias("replica"),
-        F.lit(None).cast("long").alias("fetch_offset"),
-        "log_request_id",
-        "request_partitions",
-        "remote_time_ms",
-        F.col("error").alias("broker_error_code"),
-        "client_id",
-        "correlation_id",
-        "connection",
-        "api_version",
+    events = _select(
+        every.where(F.col("reason").isNull()),
+        EVENT_COLUMNS,
+        kind=F.lit("produce"),
+        required_offset="next_base",
+        broker_error_code="error",
     )
-    skipped = every.where(F.col("reason").isNotNull()).select(
-        "reason",
-        F.lit("PRODUCE").alias("api"),
-        "completed_ms",
-        "connection",
-        "correlation_id",
-        "client_id",
-        "partition",
-        F.lit(None).cast("string").alias("line"),
+    skipped = _select(
+        every.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS, api=F.lit("PRODUCE")
     )
     return events, skipped
 
@@ -487,39 +497,24 @@ def _fetch_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
     """(events, skipped) of the follower fetch lines: one row per partition."""
     from pyspark.sql import functions as F
 
-    def part_key(topic: Any, index: Any) -> Any:
-        return F.concat(topic, F.lit("-"), index.cast("string"))
-
-    errors = F.flatten(
-        F.transform(
-            F.col("response.responses"),
-            lambda t: F.transform(
-                t["partitions"],
-                lambda p: F.struct(
-                    part_key(
-                        F.coalesce(t["topic"], t["topicId"]), p["partitionIndex"]
-                    ).alias("k"),
-                    p["errorCode"].alias("error"),
-                ),
+    errors = _nested(
+        "response.responses",
+        "partitions",
+        lambda t, p: F.struct(
+            _part_key(F.coalesce(t["topic"], t["topicId"]), p["partitionIndex"]).alias(
+                "k"
             ),
-        )
+            p["errorCode"].alias("error"),
+        ),
     )
-    parts = F.flatten(
-        F.transform(
-            F.col("request.topics"),
-            lambda t: F.transform(
-                t["partitions"],
-                lambda p: F.struct(
-                    part_key(key(t["topic"], t["topicId"]), p["partition"]).alias(
-                        "partition"
-                    ),
-                    part_key(
-                        F.coalesce(t["topic"], t["topicId"]), p["partition"]
-                    ).alias("k"),
-                    p["fetchOffset"].alias("fetch_offset"),
-                ),
-            ),
-        )
+    parts = _nested(
+        "request.topics",
+        "partitions",
+        lambda t, p: F.struct(
+            _part_key(key(t["topic"], t["topicId"]), p["partition"]).alias("partition"),
+            _part_key(F.coalesce(t["topic"], t["topicId"]), p["partition"]).alias("k"),
+            p["fetchOffset"].alias("fetch_offset"),
+        ),
     )
     lines = parsed.where((F.col("api_key") == 1) & (F.col("replica") >= 0)).withColumn(
         "_errors", errors
@@ -553,33 +548,11 @@ def _fetch_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
         .when(F.col("ts_ms").isNull(), F.lit("no request times"))
     )
     rows = rows.withColumn("reason", reason)
-    events = rows.where(F.col("reason").isNull()).select(
-        "ts_ms",
-        "partition",
-        F.lit("fetch").alias("kind"),
-        F.lit(None).cast("long").alias("request_id"),
-        F.lit(None).cast("long").alias("required_offset"),
-        F.lit(None).cast("long").alias("timeout_ms"),
-        "replica",
-        "fetch_offset",
-        "log_request_id",
-        F.lit(None).cast("int").alias("request_partitions"),
-        F.lit(None).cast("double").alias("remote_time_ms"),
-        F.lit(None).cast("int").alias("broker_error_code"),
-        "client_id",
-        "correlation_id",
-        "connection",
-        "api_version",
+    events = _select(
+        rows.where(F.col("reason").isNull()), EVENT_COLUMNS, kind=F.lit("fetch")
     )
-    skipped = rows.where(F.col("reason").isNotNull()).select(
-        "reason",
-        F.lit("FETCH").alias("api"),
-        "completed_ms",
-        "connection",
-        "correlation_id",
-        "client_id",
-        "partition",
-        F.lit(None).cast("string").alias("line"),
+    skipped = _select(
+        rows.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS, api=F.lit("FETCH")
     )
     return events, skipped
 
@@ -602,15 +575,10 @@ def import_frames(
     key = _topic_key(topic_ids or {})
     produce_events, produce_skipped = _produce_rows(parsed, key)
     fetch_events, fetch_skipped = _fetch_rows(parsed, key)
-    bad_lines = parsed.where(F.col("kind") == "unparseable").select(
-        F.lit("unparseable request-log line").alias("reason"),
-        F.lit(None).cast("string").alias("api"),
-        F.lit(None).cast("long").alias("completed_ms"),
-        F.lit(None).cast("string").alias("connection"),
-        F.lit(None).cast("int").alias("correlation_id"),
-        F.lit(None).cast("string").alias("client_id"),
-        F.lit(None).cast("string").alias("partition"),
-        "line",
+    bad_lines = _select(
+        parsed.where(F.col("kind") == "unparseable"),
+        SKIPPED_COLUMNS,
+        reason=F.lit("unparseable request-log line"),
     )
     events = produce_events.unionByName(fetch_events)
     skipped = produce_skipped.unionByName(fetch_skipped).unionByName(bad_lines)
