@@ -199,12 +199,12 @@ def test_import_refuses_logs_without_request_lines(spark: Any, tmp_path: Path) -
 
 
 # -- bad input, before Spark (the command as a user meets it) -------------------------
-def _cli(*args: str) -> tuple[int, str, str]:
+def _cli(*args: str, timeout: float = 120) -> tuple[int, str, str]:
     done = subprocess.run(
         [sys.executable, "-m", "tickwheel", "import-request-log", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
     return done.returncode, done.stdout, done.stderr
@@ -262,3 +262,38 @@ def test_cli_bad_topic_ids(tmp_path: Path, text: str | None, expect: str) -> Non
     assert code == 2
     assert err.count("\n") == 1 and f"--topic-ids '{ids}'" in err and expect in err
     assert not (tmp_path / "out").exists()
+
+
+SAMPLE = Path(__file__).parent.parent / "data" / "request-sample.log.gz"
+
+
+def test_sample_log_is_the_generators() -> None:
+    """tests/data/request-sample.log.gz is `request_log_gen.py --requests 300
+    --partitions 6 --seed 7` (the README's example input)."""
+    import gzip
+
+    with gzip.open(SAMPLE, "rt", encoding="utf-8") as fh:
+        shipped = fh.read().splitlines()
+    assert shipped == generate(300, 6, seed=7).lines
+
+
+def test_cli_imports_the_sample(tmp_path: Path) -> None:
+    """The command as the README runs it, with a mapping and a time zone."""
+    ids = tmp_path / "ids.json"
+    ids.write_text(json.dumps({TOPIC_IDS["payments"]: "payments"}))
+    out = tmp_path / "imported"
+    args = [str(SAMPLE), str(out), "--master", "local[2]", "--topic-ids", str(ids)]
+    code, stdout, stderr = _cli(*args, "--timezone", "Europe/Berlin", timeout=900)
+    assert code == 0, stderr
+    assert stderr == ""
+    assert "[import 4/4] done" in stdout and "skipped rows:" in stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["events"]["partitions"] == 6
+    assert summary["partitions_without_fetches"] == []
+    assert summary["lines"]["time_span"]["first"] == "2025-03-01T11:00:00.000Z"
+    import pyarrow.parquet as pq
+
+    events = pq.read_table(out / "events").to_pylist()
+    want = {e["ts_ms"] - 3_600_000 for e in generate(300, 6, seed=7).events}
+    assert {e["ts_ms"] for e in events} == want
+    assert {e["partition"].rsplit("-", 1)[0] for e in events} == {"orders", "payments"}

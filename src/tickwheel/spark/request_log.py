@@ -600,9 +600,6 @@ def _line_counts(parsed: Any) -> dict[str, Any]:
             F.count("*").alias("n"),
             F.min("completed_ms").alias("first"),
             F.max("completed_ms").alias("last"),
-            F.countDistinct(F.when(fetch_from == "follower", F.col("replica"))).alias(
-                "followers"
-            ),
         )
         .collect()
     )
