@@ -252,7 +252,7 @@ def _parse_lines(spark: Any, files: list[str], timezone: str) -> Any:
     start = at + len(MARKER)
     # The JSON object: from the marker to the line's last "}" (log4j appends
     # " (kafka.request.logger)").
-    end = F.length(value) - F.locate("}", F.reverse(value)) + 1
+    end = F.length(value) - F.length(F.substring_index(value, "}", -1))
     body = F.when(is_request, F.substring(value, start, end - start + 1))
 
     def part(pos: int, n: int) -> Any:
