@@ -297,3 +297,38 @@ def test_cli_imports_the_sample(tmp_path: Path) -> None:
     want = {e["ts_ms"] - 3_600_000 for e in generate(300, 6, seed=7).events}
     assert {e["ts_ms"] for e in events} == want
     assert {e["partition"].rsplit("-", 1)[0] for e in events} == {"orders", "payments"}
+
+
+def test_import_overwrite_replaces_only_its_own_files(
+    spark: Any, tmp_path: Path
+) -> None:
+    """--overwrite follows the replay's policy: an earlier import's own entries
+    are replaced, a file of the user's stays; without it, OUTPUT is refused."""
+    from tickwheel.spark.request_log import run_import
+
+    log = generate(60, 2, seed=9)
+    log.write(str(tmp_path / "logs"))
+    out = tmp_path / "out"
+    run_import([str(tmp_path / "logs")], str(out), spark=spark, out=io.StringIO())
+    (out / "notes.txt").write_text("mine")
+    first = json.loads((out / "_SUCCESS").read_text())["finished"]
+    with pytest.raises(ReplayUsageError, match="is not empty"):
+        run_import([str(tmp_path / "logs")], str(out), spark=spark, out=io.StringIO())
+    run_import(
+        [str(tmp_path / "logs")],
+        str(out),
+        spark=spark,
+        out=io.StringIO(),
+        overwrite=True,
+    )
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(os.listdir(out)) == [
+        "_SUCCESS",
+        "events",
+        "notes.txt",
+        "skipped",
+        "summary.json",
+    ]
+    assert json.loads((out / "_SUCCESS").read_text())["finished"] >= first
+    events = spark.read.parquet(str(out / "events")).count()
+    assert events == len(log.events)
