@@ -313,7 +313,11 @@ def _add_replay_options(replay: argparse.ArgumentParser) -> None:
     replay.add_argument(
         "--no-plots", action="store_true", help="skip the PNG plots (default: plot)"
     )
-    replay.add_argument(
+    _add_verbose(replay)
+
+
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",

@@ -37,6 +37,8 @@ Examples:
 
 def add_import_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``import-request-log`` parser to ``sub``."""
+    from .__main__ import _add_verbose
+
     cmd: argparse.ArgumentParser = sub.add_parser(
         "import-request-log",
         help="import a broker's request log as the replay's events table (Spark)",
@@ -76,12 +78,7 @@ def add_import_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a Spark setting (repeatable) (default: none)",
     )
-    cmd.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="show Spark's own log and, on an error, the traceback (default: off)",
-    )
+    _add_verbose(cmd)
     return cmd
 
 
