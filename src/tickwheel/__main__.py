@@ -120,7 +120,8 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
         prog="tickwheel",
         description="tickwheel: Kafka's hierarchical timing wheel and purgatory. "
         "Commands: demo (a SystemTimer smoke run), replay (event-time replay "
-        "of produce logs on Spark), gen-trace (a synthetic produce log).",
+        "of produce logs on Spark), gen-trace (a synthetic produce log), "
+        "import-request-log (a broker's request log as replay input).",
     )
     parser.add_argument(
         "--version", action="version", version=f"tickwheel {__version__}"
@@ -149,11 +150,14 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     )
     demo.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     replay = _add_spark_commands(sub)
+    from ._import_cli import add_import_parser
+
     return {
         "": parser,
         "demo": demo,
         "replay": replay,
         "gen-trace": sub.choices["gen-trace"],
+        "import-request-log": add_import_parser(sub),
     }
 
 
@@ -171,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_replay(replay, args)
     if args.command == "gen-trace":
         return _run_gen_trace(parser, args)
+    if args.command == "import-request-log":
+        from ._import_cli import run_import_command
+
+        return run_import_command(parsers["import-request-log"], args)
     if args.command in (None, "demo"):
         if args.command is None:
             args = demo.parse_args([])
@@ -305,7 +313,11 @@ def _add_replay_options(replay: argparse.ArgumentParser) -> None:
     replay.add_argument(
         "--no-plots", action="store_true", help="skip the PNG plots (default: plot)"
     )
-    replay.add_argument(
+    _add_verbose(replay)
+
+
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -500,7 +512,9 @@ def _run_replay(replay: argparse.ArgumentParser, args: argparse.Namespace) -> in
     return code
 
 
-def _report(exc: Exception, verbose: bool, console: Any) -> None:
+def _report(
+    exc: Exception, verbose: bool, console: Any, command: str = "replay"
+) -> None:
     """One line for an error; the traceback only with --verbose."""
     from .spark.validate import ReplayUsageError
 
@@ -524,7 +538,7 @@ def _report(exc: Exception, verbose: bool, console: Any) -> None:
             message += " (--verbose shows the traceback)"
     if console is not None:
         console.close(keep_log=bool(log))
-    print(f"tickwheel replay: {message}", file=sys.stderr)
+    print(f"tickwheel {command}: {message}", file=sys.stderr)
 
 
 def _spark_log(console: Any) -> str | None:

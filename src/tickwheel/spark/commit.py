@@ -50,6 +50,7 @@ OUTPUT_ENTRIES = (
     "summary.json",
     "latency_cdf.png",
     "purgatory_size.png",
+    "replay_vs_broker.png",
     MANIFEST,
 )
 JOURNAL = "_COMMITTING"
@@ -114,12 +115,17 @@ def stage(output: str) -> str:
     return staging
 
 
-def _manifest(staging: str, settings: dict[str, Any]) -> dict[str, Any]:
+def _manifest(
+    staging: str,
+    settings: dict[str, Any],
+    tool: str = "tickwheel replay",
+    entries: tuple[str, ...] = OUTPUT_ENTRIES,
+) -> dict[str, Any]:
     from .. import __version__
 
-    written = sorted(n for n in os.listdir(staging) if n in OUTPUT_ENTRIES)
+    written = sorted(n for n in os.listdir(staging) if n in entries)
     return {
-        "tool": "tickwheel replay",
+        "tool": tool,
         "version": __version__,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "written": sorted(set(written) | {MANIFEST}),
@@ -127,12 +133,22 @@ def _manifest(staging: str, settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def commit(staging: str, output: str, settings: dict[str, Any]) -> list[str]:
+def commit(
+    staging: str,
+    output: str,
+    settings: dict[str, Any],
+    *,
+    tool: str = "tickwheel replay",
+    entries: tuple[str, ...] = OUTPUT_ENTRIES,
+) -> list[str]:
     """Move the staged results into ``output``; ``_SUCCESS`` (the manifest) last.
+
+    ``tool`` and ``entries``: the command whose output this is and every
+    entry it may write (``tickwheel import-request-log`` has its own).
 
     :return: the entries written (the manifest's list)
     """
-    manifest = _manifest(staging, settings)
+    manifest = _manifest(staging, settings, tool, entries)
     with open(os.path.join(staging, MANIFEST), "w") as fh:
         json.dump(manifest, fh, indent=2)
     if not os.path.exists(output) or not os.listdir(output):
@@ -140,8 +156,8 @@ def commit(staging: str, output: str, settings: dict[str, Any]) -> list[str]:
             os.rmdir(output)  # rename(2) would replace it; this is portable
         os.rename(staging, output)
         return list(manifest["written"])
-    old = read_manifest(output)
-    old_written = [n for n in (old or {}).get("written", []) if n in OUTPUT_ENTRIES]
+    old = read_manifest(output, tool)
+    old_written = [n for n in (old or {}).get("written", []) if n in entries]
     journal = {"remove": old_written, "add": manifest["written"]}
     with open(os.path.join(staging, JOURNAL), "w") as fh:
         json.dump(journal, fh)

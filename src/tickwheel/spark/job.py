@@ -33,8 +33,9 @@ STAGES = 6
 class _Progress:
     """One line per stage: ``[replay k/n] what ... done in 1.2 s``."""
 
-    def __init__(self, total: int, out: TextIO) -> None:
+    def __init__(self, total: int, out: TextIO, label: str = "replay") -> None:
         self.total = total
+        self.label = label
         self.index = 0
         self.out = out
         self.started = time.perf_counter()
@@ -44,14 +45,16 @@ class _Progress:
         self.index += 1
         self.t0 = time.perf_counter()
         print(
-            f"[replay {self.index}/{self.total}] {text} ...", file=self.out, flush=True
+            f"[{self.label} {self.index}/{self.total}] {text} ...",
+            file=self.out,
+            flush=True,
         )
 
     def done(self, detail: str = "") -> None:
         took = time.perf_counter() - self.t0
         extra = f" ({detail})" if detail else ""
         print(
-            f"[replay {self.index}/{self.total}] done in {took:.1f} s{extra}",
+            f"[{self.label} {self.index}/{self.total}] done in {took:.1f} s{extra}",
             file=self.out,
             flush=True,
         )
@@ -649,11 +652,16 @@ def _summarize_and_plot(
     progress.stage("summarizing")
     summary = summarize(outcomes, rejected_counts)
     summary["settings"] = settings
+    from .broker_compare import maybe_compare, print_comparison
+
+    maybe_compare(spark, summary, outcomes, target, plots)
     if "://" not in target:
         with open(os.path.join(target, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
     progress.done()
     print_summary(summary, out)
+    if "replay_vs_broker" in summary:
+        print_comparison(summary["replay_vs_broker"], out)
 
     progress.stage("plotting")
     sizes = spark.read.parquet(join(target, "purgatory_size"))

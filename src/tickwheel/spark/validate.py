@@ -316,6 +316,8 @@ def inspect_input(path: str, fmt: str | None = None) -> InputInfo:
     if is_url(path):
         return InputInfo(path, fmt or _format_of(path.rstrip("/")) or "parquet")
     local = local_path(path)
+    if read_manifest(local, "tickwheel import-request-log") is not None:
+        path = local = os.path.join(local, "events")  # an import's OUTPUT
     fmt, files = _input_files(local, fmt)
     readers = {"parquet": _parquet_columns, "csv": _csv_columns, "json": _json_columns}
     columns, extra = readers[fmt](files)
@@ -323,14 +325,14 @@ def inspect_input(path: str, fmt: str | None = None) -> InputInfo:
 
 
 # -- OUTPUT --------------------------------------------------------------------
-def read_manifest(path: str) -> dict[str, Any] | None:
-    """The manifest a finished run left in ``path/_SUCCESS``, or None."""
+def read_manifest(path: str, tool: str = "tickwheel replay") -> dict[str, Any] | None:
+    """The manifest a finished run of ``tool`` left in ``path/_SUCCESS``, or None."""
     try:
         with open(os.path.join(path, MANIFEST)) as fh:
             manifest = json.load(fh)
     except (OSError, ValueError):
         return None
-    if isinstance(manifest, dict) and manifest.get("tool") == "tickwheel replay":
+    if isinstance(manifest, dict) and manifest.get("tool") == tool:
         return manifest
     return None
 
@@ -366,13 +368,22 @@ def check_apart(input_path: str, output: str) -> None:
         )
 
 
-def check_output(output: str, overwrite: bool, keep: tuple[str, ...] = ()) -> None:
+def check_output(
+    output: str,
+    overwrite: bool,
+    keep: tuple[str, ...] = (),
+    *,
+    tool: str = "tickwheel replay",
+    entries: tuple[str, ...] | None = None,
+) -> None:
     """OUTPUT must be creatable, and empty unless ``overwrite``.
 
     With ``overwrite`` only what a previous run listed in its manifest may be
     replaced: an entry this run writes that is not in that list (a
     ``summary.json`` of your own, say) is refused, never overwritten.
     ``keep`` names entries that may be there anyway (``input`` for --demo).
+    ``tool`` and ``entries``: whose manifest counts and what it may write
+    (default: the replay's).
 
     :raises ReplayUsageError: with one line saying what is wrong
     """
@@ -388,28 +399,31 @@ def check_output(output: str, overwrite: bool, keep: tuple[str, ...] = ()) -> No
         )
     if not os.access(output, os.W_OK | os.X_OK):
         raise ReplayUsageError(f"OUTPUT {output!r} is not writable")
-    entries = sorted(set(os.listdir(output)) - set(keep))
-    if not entries:
+    present = sorted(set(os.listdir(output)) - set(keep))
+    if not present:
         return
     if not overwrite:
         raise ReplayUsageError(
-            f"OUTPUT {output!r} is not empty ({_listing(entries)}); give a new "
+            f"OUTPUT {output!r} is not empty ({_listing(present)}); give a new "
             "directory, or --overwrite to replace an earlier run's results there"
         )
-    _check_overwrite(output, entries)
+    _check_overwrite(output, present, tool, entries)
 
 
-def _check_overwrite(output: str, entries: list[str]) -> None:
+def _check_overwrite(
+    output: str, present: list[str], tool: str, entries: tuple[str, ...] | None
+) -> None:
     """Refuse if a name this run writes is in OUTPUT but no manifest lists it."""
     from .commit import OUTPUT_ENTRIES
 
-    manifest = read_manifest(output)
+    manifest = read_manifest(output, tool)
     ours = set(manifest.get("written", [])) if manifest else set()
-    foreign = [e for e in entries if e in OUTPUT_ENTRIES and e not in ours]
+    ours_possible = OUTPUT_ENTRIES if entries is None else entries
+    foreign = [e for e in present if e in ours_possible and e not in ours]
     if foreign:
         raise ReplayUsageError(
             f"OUTPUT {output!r} holds {_listing(foreign)}, which no earlier "
-            "tickwheel replay wrote there (no _SUCCESS manifest lists it); "
+            f"{tool} wrote there (no _SUCCESS manifest lists it); "
             "--overwrite replaces only a run's own files: move them or choose "
             "another OUTPUT"
         )

@@ -1,0 +1,832 @@
+"""Import Kafka's request log into the replay's events table, on Spark.
+
+Why
+---
+``tickwheel replay`` reads an events table (produce requests and follower
+fetches).  A broker with ``kafka.request.logger`` at DEBUG already writes
+everything that table needs, one line per request, and more: its own
+measurement of how long each request waited in the purgatory
+(``remoteTimeMs``).  Importing that log lets the replay answer questions
+about a real incident, and lets it be checked against the broker
+(:mod:`tickwheel.spark.broker_compare`).
+
+A line (log4j ``[%d] %p %m (%c)%n``; Kafka's ``RequestChannel`` and
+``RequestConvertToJson.requestDescMetrics``)::
+
+    [2025-03-01 12:00:00,123] DEBUG Completed request:{"requestHeader":
+    {"requestApiKey":0,"requestApiVersion":9,"correlationId":7,"clientId":"p-1",
+    "requestApiKeyName":"PRODUCE"},"request":{"acks":-1,"timeoutMs":30000,
+    "topicData":[{"name":"orders","partitionData":[{"index":3,
+    "recordsSizeInBytes":512}]}]},"response":{"responses":[{"name":"orders",
+    "partitionResponses":[{"index":3,"errorCode":0,"baseOffset":41}]}]},
+    "connection":"...","totalTimeMs":5.2,"requestQueueTimeMs":0.1,
+    "localTimeMs":0.3,"remoteTimeMs":4.5,...} (kafka.request.logger)
+
+How each column is derived (docs/pipeline.md says why):
+
+* **event time**: the line's timestamp is when the response was sent
+  (``totalTimeMs`` after the request arrived).  A produce enters the
+  purgatory, and a follower's fetch moves its log end offset, at the end of
+  the request's local time: ``completed - totalTimeMs + requestQueueTimeMs +
+  localTimeMs``, computed in whole microseconds and rounded *up* to the ms
+  (the timestamp is truncated to the ms, so the instant lies in
+  ``[t, t + 1 ms)`` of the estimate ``t``; the one whole ms there is it).
+* **required_offset** of an ``acks=-1`` append is its end offset, the next
+  append's ``baseOffset`` on that partition (appends are contiguous).  An
+  append with no later one is skipped, not guessed.
+* only ``acks=-1`` partitions with error 0 or 7 (REQUEST_TIMED_OUT) waited in
+  the purgatory; every other produce partition is skipped with its reason.
+* one row per partition; ``log_request_id`` ties the rows of one request,
+  ``request_partitions`` says how many rows it has in all.
+
+Everything runs in Spark SQL (``spark.read.text``, ``from_json`` with an
+explicit schema, higher-order functions over the nested arrays): no Python
+loop over lines.
+
+>>> parse_topic_ids('{"AAAAAAAAAAAAAAAAAAAAAQ": "payments"}')
+{'AAAAAAAAAAAAAAAAAAAAAQ': 'payments'}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .validate import ReplayUsageError
+
+__all__ = [
+    "EVENT_EXTRA_COLUMNS",
+    "SKIPPED_COLUMNS",
+    "find_logs",
+    "import_frames",
+    "parse_topic_ids",
+    "read_topic_ids",
+    "run_import",
+]
+
+TOOL = "tickwheel import-request-log"
+MARKER = "Completed request:"
+#: Top-level entries an import writes (its manifest lists those it did).
+IMPORT_ENTRIES = ("events", "skipped", "summary.json", "_SUCCESS")
+REQUEST_TIMED_OUT = 7
+
+#: Columns the import adds to the binding events schema (the replay ignores
+#: them; the replay-vs-broker comparison reads them).
+EVENT_EXTRA_COLUMNS = {
+    "log_request_id": "bigint",
+    "request_partitions": "int",
+    "remote_time_ms": "double",
+    "broker_error_code": "int",
+    "client_id": "string",
+    "correlation_id": "int",
+    "connection": "string",
+    "api_version": "int",
+}
+#: The events table the import writes: the binding columns, then the extras.
+EVENT_COLUMNS = {
+    "ts_ms": "bigint",
+    "partition": "string",
+    "kind": "string",
+    "request_id": "bigint",
+    "required_offset": "bigint",
+    "timeout_ms": "bigint",
+    "replica": "int",
+    "fetch_offset": "bigint",
+    **EVENT_EXTRA_COLUMNS,
+}
+SKIPPED_COLUMNS = {
+    "reason": "string",
+    "api": "string",
+    "completed_ms": "bigint",
+    "connection": "string",
+    "correlation_id": "int",
+    "client_id": "string",
+    "partition": "string",
+    "line": "string",
+}
+
+#: Names of the error codes a produce or fetch response commonly carries
+#: (Kafka's ``org.apache.kafka.common.protocol.Errors``).
+ERROR_NAMES = {
+    1: "OFFSET_OUT_OF_RANGE",
+    2: "CORRUPT_MESSAGE",
+    3: "UNKNOWN_TOPIC_OR_PARTITION",
+    6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT",
+    10: "MESSAGE_TOO_LARGE",
+    19: "NOT_ENOUGH_REPLICAS",
+    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    29: "TOPIC_AUTHORIZATION_FAILED",
+    45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    47: "INVALID_PRODUCER_EPOCH",
+    56: "KAFKA_STORAGE_ERROR",
+    74: "FENCED_LEADER_EPOCH",
+    87: "INVALID_RECORD",
+    100: "UNKNOWN_TOPIC_ID",
+}
+
+# The fields the import reads, in both version shapes (Kafka's message
+# schemas: ProduceRequest/ProduceResponse/FetchRequest/FetchResponse.json).
+# Fields of other versions are simply absent (null) in a line.
+LINE_SCHEMA = """
+requestHeader STRUCT<requestApiKey: INT, requestApiVersion: INT,
+  correlationId: INT, clientId: STRING, requestApiKeyName: STRING>,
+request STRUCT<
+  acks: INT, timeoutMs: INT,
+  topicData: ARRAY<STRUCT<name: STRING, topicId: STRING,
+    partitionData: ARRAY<STRUCT<index: INT>>>>,
+  replicaId: INT, replicaState: STRUCT<replicaId: INT>,
+  topics: ARRAY<STRUCT<topic: STRING, topicId: STRING,
+    partitions: ARRAY<STRUCT<partition: INT, fetchOffset: BIGINT>>>>>,
+response STRUCT<errorCode: INT,
+  responses: ARRAY<STRUCT<name: STRING, topic: STRING, topicId: STRING,
+    partitionResponses: ARRAY<STRUCT<index: INT, errorCode: INT, baseOffset: BIGINT>>,
+    partitions: ARRAY<STRUCT<partitionIndex: INT, errorCode: INT>>>>>,
+connection STRING, totalTimeMs DOUBLE, requestQueueTimeMs DOUBLE,
+localTimeMs DOUBLE, remoteTimeMs DOUBLE
+"""
+
+
+# -- inputs (no Spark) -------------------------------------------------------------
+def find_logs(paths: Sequence[str]) -> list[str]:
+    """The log files under ``paths`` (files, or directories walked recursively).
+
+    Hidden files and names starting with ``_`` are left out, as Spark does.
+    A gzipped file must be named ``*.gz`` (Spark decompresses by suffix).
+
+    :raises ReplayUsageError: for a missing or unreadable path, a directory
+        without files, or a gzipped file without the suffix
+    """
+    files: list[str] = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise ReplayUsageError(f"LOG {path!r} does not exist")
+        if not os.access(path, os.R_OK):
+            raise ReplayUsageError(f"LOG {path!r} is not readable")
+        if os.path.isdir(path):
+            found = []
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+                found += [
+                    os.path.join(root, n)
+                    for n in sorted(names)
+                    if not n.startswith(("_", "."))
+                ]
+            if not found:
+                raise ReplayUsageError(f"LOG {path!r} is a directory without files")
+            files += found
+        else:
+            files.append(path)
+    for path in files:
+        with open(path, "rb") as fh:
+            gzipped = fh.read(2) == b"\x1f\x8b"
+        if gzipped and not path.endswith(".gz"):
+            raise ReplayUsageError(
+                f"LOG file {path!r} is gzipped but not named .gz; rename it "
+                "(Spark decompresses by suffix)"
+            )
+    return sorted(dict.fromkeys(os.path.abspath(f) for f in files))
+
+
+_DESCRIBE = re.compile(r"Topic:\s*(\S+)\s+TopicId:\s*(\S+)")
+
+
+def parse_topic_ids(text: str) -> dict[str, str]:
+    """Topic id -> name from a JSON object or ``kafka-topics.sh --describe`` output.
+
+    >>> parse_topic_ids("Topic: orders\\tTopicId: q1w2\\tPartitionCount: 3")
+    {'q1w2': 'orders'}
+
+    :raises ValueError: if the text is neither, or maps nothing
+    """
+    stripped = text.strip()
+    mapping: dict[str, str] = {}
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped)
+        except ValueError as exc:
+            raise ValueError(f"not valid JSON ({exc})") from None
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+            raise ValueError("the JSON object must map topic ids to topic names")
+        mapping = dict(data)
+    else:
+        for name, topic_id in _DESCRIBE.findall(text):
+            if mapping.get(topic_id, name) != name:
+                raise ValueError(f"topic id {topic_id} has two names")
+            mapping[topic_id] = name
+    if not mapping:
+        raise ValueError(
+            'no topic ids in it: give a JSON object {"<topic id>": "<name>", ...} '
+            "or the output of kafka-topics.sh --describe"
+        )
+    return mapping
+
+
+def read_topic_ids(path: str) -> dict[str, str]:
+    """:func:`parse_topic_ids` of a file; one-line errors naming ``--topic-ids``."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ReplayUsageError(f"--topic-ids {path!r}: cannot read it ({reason})")
+    try:
+        return parse_topic_ids(text)
+    except ValueError as exc:
+        raise ReplayUsageError(f"--topic-ids {path!r}: {exc}") from None
+
+
+# -- Spark ---------------------------------------------------------------------------
+def _parse_lines(spark: Any, files: list[str], timezone: str) -> Any:
+    """One row per line: its kind, timestamp, header fields, times in µs, JSON."""
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    at = F.instr(value, MARKER)
+    is_request = at > 0
+    start = at + len(MARKER)
+    # The JSON object: from the marker to the line's last "}" (log4j appends
+    # " (kafka.request.logger)").
+    end = F.length(value) - F.length(F.substring_index(value, "}", -1))
+    body = F.when(is_request, F.substring(value, start, end - start + 1))
+
+    def part(pos: int, n: int) -> Any:
+        return F.substring(value, pos, n).try_cast("int")
+
+    # [yyyy-MM-dd HH:mm:ss,SSS] at fixed positions (log4j's %d).
+    secs = ((part(19, 2) * 1000 + part(22, 3)) / F.lit(1000)).cast("decimal(8,3)")
+    stamp = F.try_make_timestamp(
+        part(2, 4),
+        part(7, 2),
+        part(10, 2),
+        part(13, 2),
+        part(16, 2),
+        secs,
+        F.lit(timezone),
+    )
+    bracketed = (F.substring(value, 1, 1) == "[") & (F.substring(value, 25, 1) == "]")
+    j = F.from_json(body, LINE_SCHEMA, {"mode": "PERMISSIVE"})
+    raw = spark.read.text(files).select(
+        F.monotonically_increasing_id().alias("line_id"),
+        value,
+        is_request.alias("is_request"),
+        F.when(bracketed, F.unix_millis(stamp)).alias("completed_ms"),
+        j.alias("j"),
+    )
+    header = F.col("j.requestHeader")
+
+    def us(name: str) -> Any:
+        return F.round(F.col("j")[name] * 1000).cast("long")
+
+    ok = (
+        F.col("is_request")
+        & F.col("completed_ms").isNotNull()
+        & header["requestApiKey"].isNotNull()
+    )
+    kind = (
+        F.when(~F.col("is_request"), F.lit("other line"))
+        .when(~ok, F.lit("unparseable"))
+        .otherwise(
+            F.coalesce(
+                header["requestApiKeyName"],
+                F.concat(F.lit("api "), header["requestApiKey"].cast("string")),
+            )
+        )
+    )
+    replica = F.coalesce(
+        F.col("j.request.replicaState.replicaId"), F.col("j.request.replicaId")
+    )
+    return raw.select(
+        "line_id",
+        F.when(F.col("is_request") & ~ok, value).alias("line"),
+        kind.alias("kind"),
+        F.when(ok, header["requestApiKey"]).alias("api_key"),
+        F.when(ok, header["requestApiKeyName"]).alias("api"),
+        header["requestApiVersion"].alias("api_version"),
+        header["correlationId"].alias("correlation_id"),
+        header["clientId"].alias("client_id"),
+        F.col("j.connection").alias("connection"),
+        "completed_ms",
+        # The end of the request's local time (see the module docstring).
+        (
+            F.col("completed_ms") * 1000
+            - us("totalTimeMs")
+            + us("requestQueueTimeMs")
+            + us("localTimeMs")
+        ).alias("effect_us"),
+        F.col("j.remoteTimeMs").alias("remote_time_ms"),
+        replica.alias("replica"),
+        F.col("j.request").alias("request"),
+        F.col("j.response").alias("response"),
+    )
+
+
+def _ceil_ms(us_col: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.floor((us_col + 999) / F.lit(1000)).cast("long")
+
+
+def _topic_key(topic_ids: dict[str, str]) -> Any:
+    """(name, topicId) -> the topic part of the partition key (ids mapped)."""
+    from pyspark.sql import functions as F
+
+    def key(name: Any, topic_id: Any) -> Any:
+        mapped = topic_id
+        if topic_ids:
+            pairs = [F.lit(x) for kv in sorted(topic_ids.items()) for x in kv]
+            mapped = F.coalesce(F.element_at(F.create_map(*pairs), topic_id), topic_id)
+        return F.coalesce(name, mapped)
+
+    return key
+
+
+def _reason_for_error(code: Any, prefix: str) -> Any:
+    from pyspark.sql import functions as F
+
+    names = F.create_map(*[F.lit(x) for kv in sorted(ERROR_NAMES.items()) for x in kv])
+    name = F.coalesce(F.element_at(names, code), F.lit("?"))
+    return F.concat(F.lit(prefix), code.cast("string"), F.lit(" "), name)
+
+
+def _select(rows: Any, types: dict[str, str], **given: Any) -> Any:
+    """The columns of ``types``, in order: ``given`` (a column or a column
+    name), else the column of that name in ``rows``, else null; each cast."""
+    from pyspark.sql import functions as F
+
+    columns = []
+    for name, dtype in types.items():
+        value = given.get(name, name if name in rows.columns else None)
+        column = F.col(value) if isinstance(value, str) else value
+        columns.append(
+            (F.lit(None) if column is None else column).cast(dtype).alias(name)
+        )
+    return rows.select(*columns)
+
+
+def _part_key(topic: Any, index: Any) -> Any:
+    """``topic-index``, Kafka's TopicPartition.toString (the watch key)."""
+    from pyspark.sql import functions as F
+
+    return F.concat(topic, F.lit("-"), index.cast("string"))
+
+
+def _nested(topics: str, partitions: str, make: Any) -> Any:
+    """``make(topic, partition)`` for every partition of every topic, flattened."""
+    from pyspark.sql import functions as F
+
+    return F.flatten(
+        F.transform(
+            F.col(topics), lambda t: F.transform(t[partitions], lambda p: make(t, p))
+        )
+    )
+
+
+def _produce_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
+    """(events, skipped) of the produce lines: one row per partition."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    responses = _nested(
+        "response.responses",
+        "partitionResponses",
+        lambda t, p: F.struct(
+            _part_key(F.coalesce(t["name"], t["topicId"]), p["index"]).alias("k"),
+            p["errorCode"].alias("error"),
+            p["baseOffset"].alias("base"),
+        ),
+    )
+    parts = _nested(
+        "request.topicData",
+        "partitionData",
+        lambda t, p: F.struct(
+            _part_key(key(t["name"], t["topicId"]), p["index"]).alias("partition"),
+            _part_key(F.coalesce(t["name"], t["topicId"]), p["index"]).alias("k"),
+        ),
+    )
+    acks = F.col("request.acks")
+    with_resp = F.transform(
+        parts,
+        lambda p: F.struct(
+            p["partition"].alias("partition"),
+            F.get(F.filter(F.col("_resp"), lambda r: r["k"] == p["k"]), 0).alias("r"),
+        ),
+    )
+    waited = F.size(
+        F.filter(
+            F.col("_parts"),
+            lambda p: (acks == -1) & p["r"]["error"].isin(0, REQUEST_TIMED_OUT),
+        )
+    )
+    lines = (
+        parsed.where(F.col("api_key") == 0)
+        .withColumn("_resp", responses)
+        .withColumn("_parts", with_resp)
+        .withColumn("request_partitions", waited)
+    )
+    rows = lines.select("*", F.explode_outer("_parts").alias("p")).select(
+        F.col("line_id").alias("log_request_id"),
+        F.monotonically_increasing_id().alias("request_id"),
+        F.col("p.partition").alias("partition"),
+        F.col("p.r.error").alias("error"),
+        F.col("p.r.base").alias("base"),
+        acks.alias("acks"),
+        F.col("request.timeoutMs").cast("long").alias("timeout_ms"),
+        _ceil_ms(F.col("effect_us")).alias("ts_ms"),
+        "request_partitions",
+        "remote_time_ms",
+        "client_id",
+        "correlation_id",
+        "connection",
+        "api_version",
+        "completed_ms",
+    )
+    error, acks = F.col("error"), F.col("acks")
+    first_reason = (
+        F.when(F.col("partition").isNull(), F.lit("produce without partitions"))
+        .when(acks == 0, F.lit("acks=0"))
+        .when(acks == 1, F.lit("acks=1"))
+        .when(acks != -1, F.concat(F.lit("acks="), acks.cast("string")))
+        .when(error.isNull(), F.lit("no response for the partition"))
+        .when(~error.isin(0, REQUEST_TIMED_OUT), _reason_for_error(error, "error "))
+        .when(F.col("base").isNull() | (F.col("base") < 0), F.lit("no baseOffset"))
+        .when(F.col("ts_ms").isNull(), F.lit("no request times"))
+        .when(F.col("timeout_ms").isNull(), F.lit("no timeoutMs"))
+    )
+    rows = rows.withColumn("reason", first_reason)
+    # The end offset of an append is the next append's baseOffset on the
+    # partition: every append with a base offset counts, whatever its acks.
+    appended = F.col("base") >= 0
+    by_offset = Window.partitionBy("partition").orderBy("base")
+    with_next = rows.where(appended).withColumn(
+        "next_base", F.lead("base").over(by_offset)
+    )
+    final = with_next.withColumn(
+        "reason",
+        F.coalesce(
+            F.col("reason"),
+            F.when(
+                F.col("next_base").isNull(),
+                F.lit("no later append on the partition (end offset unknown)"),
+            ).when(F.col("next_base") <= F.col("base"), F.lit("baseOffset repeats")),
+        ),
+    )
+    not_appended = rows.where(~appended | F.col("base").isNull()).withColumn(
+        "next_base", F.lit(None).cast("long")
+    )
+    every = final.unionByName(not_appended)
+    events = _select(
+        every.where(F.col("reason").isNull()),
+        EVENT_COLUMNS,
+        kind=F.lit("produce"),
+        required_offset="next_base",
+        broker_error_code="error",
+    )
+    skipped = _select(
+        every.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS, api=F.lit("PRODUCE")
+    )
+    return events, skipped
+
+
+def _fetch_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
+    """(events, skipped) of the follower fetch lines: one row per partition."""
+    from pyspark.sql import functions as F
+
+    errors = _nested(
+        "response.responses",
+        "partitions",
+        lambda t, p: F.struct(
+            _part_key(F.coalesce(t["topic"], t["topicId"]), p["partitionIndex"]).alias(
+                "k"
+            ),
+            p["errorCode"].alias("error"),
+        ),
+    )
+    parts = _nested(
+        "request.topics",
+        "partitions",
+        lambda t, p: F.struct(
+            _part_key(key(t["topic"], t["topicId"]), p["partition"]).alias("partition"),
+            _part_key(F.coalesce(t["topic"], t["topicId"]), p["partition"]).alias("k"),
+            p["fetchOffset"].alias("fetch_offset"),
+        ),
+    )
+    lines = parsed.where((F.col("api_key") == 1) & (F.col("replica") >= 0)).withColumn(
+        "_errors", errors
+    )
+    rows = lines.select("*", F.explode(parts).alias("p")).select(
+        _ceil_ms(F.col("effect_us")).alias("ts_ms"),
+        F.col("p.partition").alias("partition"),
+        F.col("replica").cast("int").alias("replica"),
+        F.col("p.fetch_offset").alias("fetch_offset"),
+        F.col("response.errorCode").alias("top_error"),
+        F.get(F.filter(F.col("_errors"), lambda e: e["k"] == F.col("p.k")), 0)[
+            "error"
+        ].alias("error"),
+        F.col("line_id").alias("log_request_id"),
+        "client_id",
+        "correlation_id",
+        "connection",
+        "api_version",
+        "completed_ms",
+    )
+    top, error = F.col("top_error"), F.col("error")
+    reason = (
+        F.when(top.isNotNull() & (top != 0), _reason_for_error(top, "fetch error "))
+        .when(
+            error.isNotNull() & (error != 0), _reason_for_error(error, "fetch error ")
+        )
+        .when(
+            F.col("fetch_offset").isNull() | (F.col("fetch_offset") < 0),
+            F.lit("no fetchOffset"),
+        )
+        .when(F.col("ts_ms").isNull(), F.lit("no request times"))
+    )
+    rows = rows.withColumn("reason", reason)
+    events = _select(
+        rows.where(F.col("reason").isNull()), EVENT_COLUMNS, kind=F.lit("fetch")
+    )
+    skipped = _select(
+        rows.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS, api=F.lit("FETCH")
+    )
+    return events, skipped
+
+
+def import_frames(
+    spark: Any,
+    files: list[str],
+    topic_ids: dict[str, str] | None = None,
+    timezone: str = "UTC",
+) -> tuple[Any, Any, Any]:
+    """(events, skipped, parsed lines) DataFrames of request-log ``files``.
+
+    ``parsed`` has one row per input line (``kind``: ``other line``,
+    ``unparseable`` or the API name); the caller may persist it, since both
+    other frames are built from it.
+    """
+    from pyspark.sql import functions as F
+
+    parsed = _parse_lines(spark, files, timezone)
+    key = _topic_key(topic_ids or {})
+    produce_events, produce_skipped = _produce_rows(parsed, key)
+    fetch_events, fetch_skipped = _fetch_rows(parsed, key)
+    bad_lines = _select(
+        parsed.where(F.col("kind") == "unparseable"),
+        SKIPPED_COLUMNS,
+        reason=F.lit("unparseable request-log line"),
+    )
+    events = produce_events.unionByName(fetch_events)
+    skipped = produce_skipped.unionByName(fetch_skipped).unionByName(bad_lines)
+    return events, skipped, parsed
+
+
+# -- the job -------------------------------------------------------------------------
+def _line_counts(parsed: Any) -> dict[str, Any]:
+    """Lines by kind (API, follower/consumer fetch) and the time span, one job."""
+    from pyspark.sql import functions as F
+
+    fetch_from = F.when(
+        F.col("kind") == "FETCH",
+        F.when(F.col("replica") >= 0, "follower").otherwise("consumer"),
+    )
+    rows = (
+        parsed.groupBy("kind", fetch_from.alias("source"))
+        .agg(
+            F.count("*").alias("n"),
+            F.min("completed_ms").alias("first"),
+            F.max("completed_ms").alias("last"),
+        )
+        .collect()
+    )
+    counts: dict[str, Any] = {"lines": 0, "other_lines": 0, "unparseable": 0}
+    by_api: dict[str, int] = {}
+    fetch = {"follower": 0, "consumer": 0}
+    first = last = None
+    for row in rows:
+        counts["lines"] += row["n"]
+        if row["kind"] == "other line":
+            counts["other_lines"] += row["n"]
+            continue
+        if row["kind"] == "unparseable":
+            counts["unparseable"] += row["n"]
+            continue
+        by_api[row["kind"]] = by_api.get(row["kind"], 0) + row["n"]
+        if row["source"]:
+            fetch[row["source"]] += row["n"]
+        first = row["first"] if first is None else min(first, row["first"])
+        last = row["last"] if last is None else max(last, row["last"])
+    counts["request_lines"] = sum(by_api.values())
+    counts["requests_by_api"] = dict(sorted(by_api.items(), key=lambda kv: -kv[1]))
+    counts["fetch_requests"] = fetch
+    counts["time_span"] = _span(first, last)
+    return counts
+
+
+def _span(first: int | None, last: int | None) -> dict[str, Any]:
+    def iso(ms: int | None) -> str | None:
+        if ms is None:
+            return None
+        secs, rest = divmod(ms, 1000)
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{rest:03d}Z"
+
+    seconds = None if first is None or last is None else (last - first) / 1000
+    return {"first": iso(first), "last": iso(last), "seconds": seconds}
+
+
+def _table_counts(spark: Any, target: str) -> dict[str, Any]:
+    """Partitions, followers, rows and skipped reasons, from the written datasets."""
+    from pyspark.sql import functions as F
+
+    events = spark.read.parquet(os.path.join(target, "events"))
+    row = events.agg(
+        F.sum((F.col("kind") == "produce").cast("long")).alias("produce_rows"),
+        F.sum((F.col("kind") == "fetch").cast("long")).alias("fetch_rows"),
+        F.countDistinct(
+            F.when(F.col("kind") == "produce", F.col("log_request_id"))
+        ).alias("produce_requests"),
+        F.sum((F.col("broker_error_code") == REQUEST_TIMED_OUT).cast("long")).alias(
+            "timed_out_rows"
+        ),
+        F.countDistinct("partition").alias("partitions"),
+        F.countDistinct("replica").alias("followers"),
+    ).first()
+    by_partition = (
+        events.groupBy("partition")
+        .agg(
+            F.sum((F.col("kind") == "produce").cast("long")).alias("p"),
+            F.sum((F.col("kind") == "fetch").cast("long")).alias("f"),
+        )
+        .where((F.col("p") > 0) & (F.col("f") == 0))
+        .orderBy("partition")
+        .select("partition")
+        .limit(1000)
+        .collect()
+    )
+    skipped = spark.read.parquet(os.path.join(target, "skipped"))
+    reasons = {
+        r["reason"]: r["count"]
+        for r in skipped.groupBy("reason").count().orderBy(F.desc("count")).collect()
+    }
+    return {
+        "events": {k: row[k] or 0 for k in row.asDict()},
+        "partitions_without_fetches": [r["partition"] for r in by_partition],
+        "skipped": reasons,
+    }
+
+
+def print_import_summary(summary: dict[str, Any], out: TextIO) -> None:
+    """What was found, in a few lines."""
+    lines = summary["lines"]
+    ev = summary["events"]
+    span = lines["time_span"]
+    print(
+        f"lines: {lines['lines']:,} ({lines['request_lines']:,} requests, "
+        f"{lines['other_lines']:,} other lines, {lines['unparseable']:,} unparseable)",
+        file=out,
+    )
+    apis = ", ".join(f"{k} {v:,}" for k, v in lines["requests_by_api"].items())
+    print(f"requests by type: {apis or 'none'}", file=out)
+    fetch = lines["fetch_requests"]
+    print(
+        f"fetches: {fetch['follower']:,} from followers, {fetch['consumer']:,} "
+        "from consumers",
+        file=out,
+    )
+    print(
+        f"events: {ev['produce_rows']:,} produce rows ({ev['produce_requests']:,} "
+        f"requests, {ev['timed_out_rows']:,} timed out), {ev['fetch_rows']:,} fetch "
+        f"rows; {ev['partitions']:,} partitions, {ev['followers']:,} followers",
+        file=out,
+    )
+    print(
+        f"time span: {span['first']} .. {span['last']} ({span['seconds']} s)", file=out
+    )
+    lonely = summary["partitions_without_fetches"]
+    if lonely:
+        print(
+            f"warning: {len(lonely):,} partition(s) have produces but no follower "
+            f"fetch (e.g. {lonely[0]}); the replay completes their requests at "
+            "once. If followers name the topic by id, pass --topic-ids",
+            file=out,
+        )
+    skipped = summary["skipped"]
+    print(f"skipped rows: {sum(skipped.values()):,} (see skipped/)", file=out)
+    for reason, n in list(skipped.items())[:12]:
+        print(f"  {n:>10,}  {reason}", file=out)
+
+
+def run_import(
+    logs: Sequence[str],
+    output: str,
+    *,
+    master: str = "local[*]",
+    topic_ids: str | None = None,
+    timezone: str = "UTC",
+    overwrite: bool = False,
+    spark: Any = None,
+    out: TextIO | None = None,
+    console: Any = None,
+    conf: dict[str, str] | None = None,
+    ui: bool = False,
+) -> int:
+    """Import request logs into OUTPUT/events and OUTPUT/skipped; return 0.
+
+    OUTPUT follows ``tickwheel replay``'s rules: new or empty unless
+    ``overwrite`` (which replaces only what an earlier import listed in its
+    ``_SUCCESS``), written beside OUTPUT and moved into place at the end.
+
+    :raises ReplayUsageError: (a ValueError) for bad arguments, or logs
+        without a single request-log line
+    """
+    import shutil
+
+    from pyspark import StorageLevel
+
+    from .commit import commit, recover, stage
+    from .job import _Progress, _start_spark
+    from .validate import check_java, check_master, check_output, local_path
+
+    out = sys.stdout if out is None else out
+    output = local_path(output)
+    if "://" in output:
+        raise ReplayUsageError(
+            f"OUTPUT {output!r}: the import writes to a local directory"
+        )
+    files = find_logs(logs)
+    mapping = read_topic_ids(topic_ids) if topic_ids else {}
+    _check_timezone(timezone)
+    for line in recover(output):
+        print(line, file=out)
+    for path in files:
+        if os.path.realpath(path).startswith(os.path.realpath(output) + os.sep):
+            raise ReplayUsageError(f"OUTPUT {output!r} holds LOG file {path!r}")
+    check_output(output, overwrite, tool=TOOL, entries=IMPORT_ENTRIES)
+    if spark is None:
+        check_master(master)
+        check_java()
+    progress = _Progress(4, out, label="import")
+    progress.stage(f"starting Spark ({master})")
+    if spark is None:
+        spark = _start_spark(master, ui, conf or {}, console)
+    progress.done(f"Spark {spark.version}")
+    target = stage(output)
+    parsed = None
+    try:
+        progress.stage(f"reading {len(files)} file(s)")
+        events, skipped, parsed = import_frames(spark, files, mapping, timezone)
+        parsed.persist(StorageLevel.MEMORY_AND_DISK)
+        counts = _line_counts(parsed)
+        progress.done(
+            f"{counts['lines']:,} lines, {counts['request_lines']:,} requests"
+        )
+        if not counts["request_lines"]:
+            raise ReplayUsageError(
+                f"LOG {', '.join(logs)}: no request-log lines ('{MARKER}...') in "
+                f"{counts['lines']:,} lines; is kafka.request.logger at DEBUG?"
+            )
+        progress.stage("writing events/ and skipped/")
+        events.write.parquet(os.path.join(target, "events"))
+        skipped.write.parquet(os.path.join(target, "skipped"))
+        progress.done()
+        progress.stage("summarizing")
+        summary = {"lines": counts, **_table_counts(spark, target)}
+        summary["settings"] = {
+            "logs": list(logs),
+            "files": len(files),
+            "topic_ids": topic_ids,
+            "timezone": timezone,
+        }
+        with open(os.path.join(target, "summary.json"), "w") as fh:
+            json.dump(summary, fh, indent=2)
+        progress.done()
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    finally:
+        if parsed is not None:
+            parsed.unpersist()
+    commit(target, output, summary["settings"], tool=TOOL, entries=IMPORT_ENTRIES)
+    print_import_summary(summary, out)
+    print(
+        f"total {time.perf_counter() - progress.started:.1f} s; events in "
+        f"{os.path.join(output, 'events')} (replay: tickwheel replay {output} OUT)",
+        file=out,
+    )
+    return 0
+
+
+def _check_timezone(timezone: str) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ReplayUsageError(
+            f"--timezone {timezone!r} is not a time zone name (e.g. UTC, "
+            "Europe/Berlin): the broker's log4j timestamps are in its local time"
+        ) from None
