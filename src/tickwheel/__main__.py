@@ -474,7 +474,7 @@ def _run_replay(replay: argparse.ArgumentParser, args: argparse.Namespace) -> in
     try:
         if args.demo:
             _demo_trace(args, input_path, output, overwrite)
-        console = spark_console(args.verbose, conf)
+        console = spark_console(args.verbose, conf, args.master)
         code = run_replay(
             input_path,
             output,
