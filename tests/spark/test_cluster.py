@@ -174,8 +174,10 @@ def packed_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The docs' recipe: a venv with tickwheel and its engine's needs, venv-packed.
 
     tickwheel is installed from a wheel built from this checkout (so the
-    archive holds the code under test, compiled); the archive is an
-    uncompressed tar (Spark unpacks .tar like .tar.gz; packing is faster).
+    archive holds the code under test, compiled); a .tar.gz (Spark 4.3
+    unpacks a plain .tar without the files' exec bits), lightly compressed.
+    The venv's base interpreter must be at the same path on the executors
+    (here: the same machine), as venv-pack requires.
     """
     base = tmp_path_factory.mktemp("packed")
     py = sys.executable
@@ -186,15 +188,21 @@ def packed_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (wheel,) = (base / "dist").glob("tickwheel-*.whl")
     env_dir = base / "env"
-    run([py, "-m", "venv", str(env_dir)], {**os.environ})
+    # --copies: Spark refuses to unpack a symlink that points outside the
+    # archive, and a plain venv's bin/python is one.
+    run([py, "-m", "venv", "--copies", str(env_dir)], {**os.environ})
     env_pip = [str(env_dir / "bin" / "python"), "-m", "pip", "-q"]
     run(
         [*env_pip, "install", str(wheel), "pyarrow>=16", "numpy>=1.24", "pandas>=2,<3"]
         + ["venv-pack"],
         {**os.environ},
     )
-    archive = base / "env.tar"
-    run([str(env_dir / "bin" / "venv-pack"), "-q", "-o", str(archive)], {**os.environ})
+    archive = base / "env.tar.gz"
+    run(
+        [str(env_dir / "bin" / "venv-pack"), "-q", "-p", str(env_dir)]
+        + ["--compress-level", "1", "-o", str(archive)],
+        {**os.environ},
+    )
     return archive
 
 
@@ -365,3 +373,72 @@ def test_engine_reports_flag_pure_python(tmp_path: Path) -> None:
     cluster.work_dir = lambda i: str(tmp_path)  # type: ignore[method-assign]
     with pytest.raises(AssertionError, match="not running accelerated"):
         assert_accelerated(cluster, "app-1", least=1)
+
+
+@pytest.fixture(scope="module")
+def connect_url(standalone: StandaloneCluster) -> str:
+    """A Spark Connect server on the standalone cluster (stopped with it)."""
+    return standalone.start_connect(python=sys.executable)
+
+
+def test_connect_replay_matches_local(
+    standalone: StandaloneCluster,
+    connect_url: str,
+    trace: Path,
+    local_out: Path,
+    tmp_path: Path,
+) -> None:
+    """``--remote sc://...``: the same outputs as local[2], engine accelerated."""
+    before = new_apps(standalone, set())
+    out = tmp_path / "out"
+    cmd = replay_cmd(trace, out, "unused", "--remote", connect_url)
+    cmd.remove("--master")
+    cmd.remove("unused")
+    done = subprocess.run(
+        cmd,
+        env=cluster_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr[-3000:])
+    assert f"starting Spark ({connect_url})" in done.stdout
+    assert "engine accelerated" in done.stdout
+    assert_same_outputs(out, local_out)
+    assert not new_apps(standalone, before)  # the server's own application ran it
+
+
+_RESOLVE = """
+import sys
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+import tickwheel.spark
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+events = spark.read.parquet(sys.argv[2])
+assert type(events).__module__.startswith("pyspark.sql.connect"), type(events)
+got = tickwheel.spark.resolve(events).toArrow()
+want = pq.read_table(sys.argv[3])
+key = [(c, "ascending") for c in want.column_names]
+assert got.select(want.column_names).sort_by(key).equals(want.sort_by(key))
+print("rows", got.num_rows)
+spark.stop()
+"""
+
+
+def test_connect_resolve_accepts_connect_dataframe(
+    connect_url: str, trace: Path, local_out: Path
+) -> None:
+    """``tickwheel.spark.resolve`` on a Connect DataFrame: local[2]'s outcomes."""
+    done = subprocess.run(
+        [sys.executable, "-c", _RESOLVE, connect_url, str(trace)]
+        + [str(local_out / "outcomes")],
+        env=cluster_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr[-3000:])
+    rows = pq.read_table(local_out / "outcomes").num_rows
+    assert f"rows {rows}" in done.stdout

@@ -7,10 +7,10 @@ starts such a cluster with pyspark's own launcher (no Spark download), for
 the tests and for users who want to try the cluster path before they have a
 cluster::
 
-    python -m tickwheel.spark.cluster start --dir /tmp/twc     # prints the master URL
-    tickwheel replay --demo out/ --master spark://127.0.0.1:PORT \\
-        --conf spark.pyspark.python="$(python -c 'import sys; print(sys.executable)')"
-    python -m tickwheel.spark.cluster stop --dir /tmp/twc
+    python -m tickwheel.spark.cluster start --dir twc/     # prints the master URL
+    PYSPARK_PYTHON="$(command -v python)" tickwheel replay --demo out/ \\
+        --master "$(python -m tickwheel.spark.cluster url --dir twc/)"
+    python -m tickwheel.spark.cluster stop --dir twc/
 
 What runs: ``bin/spark-class org.apache.spark.deploy.master.Master`` and one
 ``...deploy.worker.Worker spark://127.0.0.1:PORT`` per worker, each with its
@@ -247,6 +247,8 @@ class StandaloneCluster:
     daemon_memory: str = "512m"
     die_with_owner: bool = False
     daemons: list[Daemon] = field(default_factory=list)
+    #: The Popen objects of the daemons started here (reaped by stop()).
+    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
     @property
     def master(self) -> Daemon:
@@ -303,6 +305,7 @@ class StandaloneCluster:
                 start_new_session=True,  # its own process group: killed as one
                 preexec_fn=_die_with_parent if self.die_with_owner else None,
             )
+        self._procs.append(proc)
         daemon = Daemon(name, proc.pid, _start_time(proc.pid), log, port, ui)
         self.daemons.append(daemon)
         self._save()
@@ -405,7 +408,10 @@ class StandaloneCluster:
         for key, value in settings.items():
             args += ["--conf", f"{key}={value}"]
         args.append("spark-internal")
-        daemon = self._spawn("connect", args, self._env(), port)
+        # The server's Python UDFs run ``PYSPARK_PYTHON`` (the conf alone is
+        # not enough for Connect's planner).
+        env = self._env(PYSPARK_PYTHON=settings["spark.pyspark.python"])
+        daemon = self._spawn("connect", args, env, port)
         try:
             _wait(
                 "the Spark Connect server",
@@ -442,6 +448,9 @@ class StandaloneCluster:
         while group_pids(groups) and time.monotonic() < deadline:
             time.sleep(0.1)
         left = group_pids(groups)
+        for proc in self._procs:
+            if proc.poll() is None and proc.pid not in left:
+                proc.wait(timeout=5)
         if os.path.isdir(self.base_dir):
             self._save()
         return left
@@ -478,14 +487,18 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tickwheel.spark.cluster start|stop|status --dir DIR``."""
+    """``python -m tickwheel.spark.cluster start|stop|status|url --dir DIR``."""
     parser = argparse.ArgumentParser(
         prog="python -m tickwheel.spark.cluster",
         description="Start or stop a Spark standalone cluster (a master and "
         "workers, optionally Spark Connect) on 127.0.0.1, with pyspark's own "
         "launcher.",
     )
-    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument(
+        "action",
+        choices=["start", "stop", "status", "url"],
+        help="url prints the master URL (with --connect: the Connect URL)",
+    )
     parser.add_argument(
         "--dir", required=True, help="state, logs and work dirs of the cluster"
     )
@@ -493,7 +506,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=1, help="per worker; default: 1")
     parser.add_argument("--memory", default="2g", help="per worker; default: 2g")
     parser.add_argument(
-        "--connect", action="store_true", help="also start a Spark Connect server"
+        "--connect",
+        action="store_true",
+        help="start: also start a Spark Connect server; url: print its URL",
     )
     args = parser.parse_args(argv)
     base = os.path.abspath(args.dir)
@@ -523,6 +538,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.path.exists(state):
         parser.exit(2, f"{parser.prog}: no cluster.json in {base}\n")
     cluster = StandaloneCluster.load(base)
+    if args.action == "url":
+        url = cluster.connect_url if args.connect else cluster.master_url
+        if url is None:
+            parser.exit(2, f"{parser.prog}: no Connect server in {base}\n")
+        print(url)
+        return 0
     if args.action == "status":
         for d in cluster.daemons:
             print(f"{d.name:<10} pid {d.pid:<8} {'running' if d.alive() else 'gone'}")
