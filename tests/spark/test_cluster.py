@@ -302,6 +302,8 @@ def test_cluster_worker_lost_mid_job(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     stdout = lines.text()
+    assert proc.stdout is not None
+    proc.stdout.close()
     assert killed is not None, f"the replay ended before an engine started:\n{stdout}"
     assert code == 1, (code, stdout, log.read_text()[-3000:])  # as local: rejected rows
     replayed = lines.when("[replay 3/6] done")
