@@ -165,7 +165,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneC
         signal.signal(signal.SIGTERM, previous)
         atexit.unregister(cluster.stop)
     groups = [d.pid for d in cluster.daemons]
-    assert len(groups) == 3
+    assert len(groups) >= 3  # master, 2 workers (+ the Connect server)
     assert not left and not group_pids(groups), f"processes left: {left}"
 
 
