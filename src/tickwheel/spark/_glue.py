@@ -236,9 +236,7 @@ def conform_events(
     clean = clean.withColumn(
         "kind", F.when(F.col("kind") == "fetch", 0).otherwise(1).cast("tinyint")
     )
-    # a.unionByName(b), not DataFrame.unionByName: the base class's method is
-    # a stub under both the classic and the Connect DataFrame.
-    rejected = functools.reduce(lambda a, b: a.unionByName(b), rejected_parts)
+    rejected = functools.reduce(DataFrame.unionByName, rejected_parts)
     return clean, rejected
 
 
