@@ -131,15 +131,44 @@ class Sampler:
         return out
 
 
+def _event_file_key(name: str) -> tuple[int, str]:
+    match = re.match(r"events_(\d+)_", name)
+    return (int(match.group(1)) if match else -1, name)
+
+
+def _lines(files: list[str]) -> Any:
+    for path in files:
+        if not os.path.basename(path).startswith("events_") and len(files) > 1:
+            continue  # appstatus_* and other markers
+        if path.endswith(".zstd"):  # spark.eventLog.compress (Spark's default codec)
+            import io
+
+            import zstandard
+
+            with open(path, "rb") as raw:
+                reader = zstandard.ZstdDecompressor().stream_reader(raw)
+                yield from io.TextIOWrapper(reader, encoding="utf-8")
+            continue
+        with open(path) as fh:
+            yield from fh
+
+
 def event_log_metrics(log_dir: str) -> dict[str, Any]:
     """Task metrics summed over the application's event log (one app in log_dir)."""
     (name,) = [n for n in os.listdir(log_dir) if not n.startswith(".")]
+    path = os.path.join(log_dir, name)
+    # Spark 4 may write a rolling log: a directory of events_N_* files.
+    files = (
+        [os.path.join(path, f) for f in sorted(os.listdir(path), key=_event_file_key)]
+        if os.path.isdir(path)
+        else [path]
+    )
     cpu_ns = run_ms = 0
     peak_exec = 0
     per_exec: dict[str, list[int]] = {}
     failed = 0
-    with open(os.path.join(log_dir, name)) as fh:
-        for line in fh:
+    for line in _lines(files):
+        if True:
             if '"SparkListenerTaskEnd"' not in line:
                 continue
             event = json.loads(line)
@@ -174,6 +203,7 @@ def run_replay(
     cmd += ["--master", master, "--no-plots", "--overwrite"]
     cmd += ["--conf", "spark.eventLog.enabled=true"]
     cmd += ["--conf", f"spark.eventLog.dir=file://{events_dir}"]
+    cmd += ["--conf", "spark.eventLog.compress=false"]
     cmd += ["--conf", "spark.driver.memory=3g"]
     if master.startswith("spark://"):
         cmd += ["--conf", "spark.executor.memory=2g"]
