@@ -167,26 +167,39 @@ def event_log_metrics(log_dir: str) -> dict[str, Any]:
     peak_exec = 0
     per_exec: dict[str, list[int]] = {}
     failed = 0
+    stages: dict[int, dict[str, Any]] = {}
     for line in _lines(files):
-        if True:
-            if '"SparkListenerTaskEnd"' not in line:
-                continue
-            event = json.loads(line)
-            info = event.get("Task Info", {})
-            if info.get("Failed"):
-                failed += 1
-            metrics = event.get("Task Metrics") or {}
-            cpu_ns += metrics.get("Executor CPU Time", 0)
-            run_ms += metrics.get("Executor Run Time", 0)
-            peak_exec = max(peak_exec, metrics.get("Peak Execution Memory", 0))
-            ex = per_exec.setdefault(info.get("Executor ID", "?"), [0, 0])
-            ex[0] += metrics.get("Executor CPU Time", 0)
-            ex[1] += metrics.get("Executor Run Time", 0)
+        if '"SparkListenerStageCompleted"' in line:
+            info = json.loads(line)["Stage Info"]
+            stage = stages.setdefault(info["Stage ID"], {"cpu_s": 0.0, "run_s": 0.0})
+            stage["name"] = info["Stage Name"].split(" at ")[0]
+            stage["tasks"] = info["Number of Tasks"]
+            stage["wall_s"] = (
+                info.get("Completion Time", 0) - info.get("Submission Time", 0)
+            ) / 1e3
+            continue
+        if '"SparkListenerTaskEnd"' not in line:
+            continue
+        event = json.loads(line)
+        stage = stages.setdefault(event["Stage ID"], {"cpu_s": 0.0, "run_s": 0.0})
+        metrics = event.get("Task Metrics") or {}
+        stage["cpu_s"] += metrics.get("Executor CPU Time", 0) / 1e9
+        stage["run_s"] += metrics.get("Executor Run Time", 0) / 1e3
+        info = event.get("Task Info", {})
+        if info.get("Failed"):
+            failed += 1
+        cpu_ns += metrics.get("Executor CPU Time", 0)
+        run_ms += metrics.get("Executor Run Time", 0)
+        peak_exec = max(peak_exec, metrics.get("Peak Execution Memory", 0))
+        ex = per_exec.setdefault(info.get("Executor ID", "?"), [0, 0])
+        ex[0] += metrics.get("Executor CPU Time", 0)
+        ex[1] += metrics.get("Executor Run Time", 0)
     return {
         "executor_cpu_s": cpu_ns / 1e9,
         "executor_run_s": run_ms / 1e3,
         "peak_execution_memory_mb": peak_exec / 2**20,
         "failed_tasks": failed,
+        "stages": {k: stages[k] for k in sorted(stages)},
         "per_executor": {
             k: {"cpu_s": v[0] / 1e9, "run_s": v[1] / 1e3} for k, v in per_exec.items()
         },
