@@ -97,8 +97,10 @@ def _start_time(pid: int) -> int | None:
             stat = fh.read()
     except OSError:
         return None
-    # Fields after the parenthesised command name; starttime is field 22.
-    return int(stat.rpartition(")")[2].split()[19])
+    # Fields after the parenthesised command name: state is field 3,
+    # starttime field 22.  A zombie has exited (its parent has not reaped it).
+    fields = stat.rpartition(")")[2].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def _pgid_of(pid: int) -> int | None:
