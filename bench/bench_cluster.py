@@ -90,12 +90,22 @@ class Sampler:
             self._stop.wait(self.period_s)
 
     def sample(self) -> None:
-        procs: dict[int, tuple[int, int, float, int]] = {}
+        every: dict[int, tuple[int, int, float, int]] = {}
         for entry in os.listdir("/proc"):
             if entry.isdigit():
                 st = _stat(int(entry))
-                if st is not None and st[1] in self.pgids:
-                    procs[int(entry)] = st
+                if st is not None:
+                    every[int(entry)] = st
+        # The run's processes: those in its process groups and their
+        # descendants (pyspark's Python daemon puts itself in a new group).
+        procs = {pid: st for pid, st in every.items() if st[1] in self.pgids}
+        grown = True
+        while grown:
+            grown = False
+            for pid, st in every.items():
+                if pid not in procs and st[0] in procs:
+                    procs[pid] = st
+                    grown = True
         for pid, (_ppid, _pgid, cpu, _rss) in procs.items():
             self.cpu[pid] = cpu
             if pid not in self.kind:
@@ -115,7 +125,7 @@ class Sampler:
             python = 0
             for other, ost in procs.items():
                 p, seen = ost[0], 0
-                while p in procs and p != pid and seen < 4:
+                while p in procs and p != pid and seen < 6:
                     p, seen = procs[p][0], seen + 1
                 if p == pid and self.kind.get(other) == "python":
                     python += ost[3]

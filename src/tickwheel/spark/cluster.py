@@ -22,12 +22,14 @@ running on that cluster.  ``start`` returns once every worker is registered
 with the master (its ``/json`` page) and the Connect port answers.
 
 No stray JVMs: every daemon is started in its own process group
-(``start_new_session``), so its executors and their Python workers share its
-group, and :meth:`StandaloneCluster.stop` signals each group (SIGTERM, then
-SIGKILL after a grace period) and waits until no process of those groups is
-left.  Used as a context manager, or from a process that registers
-:meth:`~StandaloneCluster.stop` with ``atexit`` and on SIGTERM (the pytest
-fixture does), a killed run leaves nothing behind.  ``start --dir`` writes
+(``start_new_session``), so its executor JVMs share its group (their Python
+daemons move to groups of their own but stay their children), and
+:meth:`StandaloneCluster.stop` signals each group (SIGTERM, then SIGKILL
+after a grace period, descendants included) and waits until none of those
+processes is left.  Used as a context manager, or from a process that
+registers :meth:`~StandaloneCluster.stop` with ``atexit`` and on SIGTERM (the
+pytest fixture does; with ``die_with_owner`` even a SIGKILLed owner takes the
+daemons along), a killed run leaves nothing behind.  ``start --dir`` writes
 the daemons' pids and start times to ``DIR/cluster.json``, which ``stop
 --dir`` reads (a pid that now belongs to another process is left alone).
 """
@@ -55,6 +57,7 @@ __all__ = [
     "StandaloneCluster",
     "engine_reports",
     "executor_pids",
+    "family_pids",
     "free_port",
     "group_pids",
     "spark_home",
@@ -127,6 +130,34 @@ def group_pids(pgids: Sequence[int]) -> list[int]:
         if fields[0] != "Z" and int(fields[2]) in wanted:
             found.append(int(entry))
     return sorted(found)
+
+
+def family_pids(pgids: Sequence[int]) -> dict[int, int | None]:
+    """Processes of the given groups and all their descendants: {pid: start time}.
+
+    Descendants matter: pyspark's Python daemon moves itself to a process
+    group of its own (``os.setpgid(0, 0)``), so an executor's Python workers
+    are outside its worker's group, though still its children.
+    """
+    every: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[0] not in ("Z", "X"):
+            every[int(entry)] = (int(fields[1]), int(fields[2]))
+    wanted = set(pgids)
+    found = {pid for pid, (_, pgid) in every.items() if pgid in wanted}
+    grown = True
+    while grown:
+        before = len(found)
+        found.update(pid for pid, (ppid, _) in every.items() if ppid in found)
+        grown = len(found) > before
+    return {pid: _start_time(pid) for pid in sorted(found)}
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -434,22 +465,33 @@ class StandaloneCluster:
         """Stop every daemon's process group; return the pids still alive (none).
 
         SIGTERM to each group first (the master and workers shut down their
-        executors), SIGKILL to whatever is left after ``grace_s``.
+        executors), SIGKILL to whatever is left after ``grace_s``, the
+        groups' descendants included (:func:`family_pids`).
         """
         # A pid is never handed out while a process group of that id has
         # members, so a group with members is still one of ours.
         groups = [d.pid for d in self.daemons if group_pids([d.pid])]
+        family = family_pids(groups)  # with the Python workers (own groups)
+
+        def alive() -> list[int]:
+            return [p for p, t in family.items() if t and _start_time(p) == t]
+
         for pgid in reversed(groups):  # Connect and workers before the master
             _signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        while group_pids(groups) and time.monotonic() < deadline:
+        while alive() and time.monotonic() < deadline:
             time.sleep(0.2)
         for pgid in groups:
             _signal_group(pgid, signal.SIGKILL)
+        for pid in alive():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + 10
-        while group_pids(groups) and time.monotonic() < deadline:
+        while alive() and time.monotonic() < deadline:
             time.sleep(0.1)
-        left = group_pids(groups)
+        left = sorted(set(alive()) | set(group_pids(groups)))
         for proc in self._procs:
             if proc.poll() is None and proc.pid not in left:
                 proc.wait(timeout=5)
