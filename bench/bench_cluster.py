@@ -46,10 +46,10 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 def _stat(pid: int) -> tuple[int, int, float, int] | None:
     """(ppid, pgid, cpu seconds, rss bytes) of a live process, None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-    except OSError:
+    from tickwheel.spark.cluster import proc_stat
+
+    fields = proc_stat(pid)
+    if fields is None:
         return None
     cpu = (int(fields[11]) + int(fields[12])) / TICKS
     return int(fields[1]), int(fields[2]), cpu, int(fields[21]) * PAGE

@@ -73,16 +73,25 @@ def cluster_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], env: dict[str, str], timeout: float = 600) -> str:
+def run(cmd: list[str], env: dict[str, str], expect: int = 0) -> str:
+    """Run ``cmd``; assert its exit code; return its stdout.
+
+    The replays here exit 1: the trace holds malformed rows on purpose (so
+    ``rejected/`` is compared too).
+    """
     done = subprocess.run(
         cmd,
         env=env,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=600,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr[-3000:])
+    assert done.returncode == expect, (
+        done.returncode,
+        done.stdout,
+        done.stderr[-3000:],
+    )
     return done.stdout
 
 
@@ -129,17 +138,8 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def local_out(trace: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference: the same replay on local[2]."""
     out = tmp_path_factory.mktemp("local") / "out"
-    # Exit 1: the trace holds malformed rows on purpose (rejected/ is compared).
-    done = subprocess.run(
-        replay_cmd(trace, out, "local[2]"),
-        env=cluster_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 1, (done.stdout, done.stderr[-3000:])
-    assert "engine accelerated" in done.stdout
+    stdout = run(replay_cmd(trace, out, "local[2]"), cluster_env(), expect=1)
+    assert "engine accelerated" in stdout
     return out
 
 
@@ -211,16 +211,8 @@ def test_cluster_replay_matches_local(
 ) -> None:
     before = new_apps(standalone, set())
     out = tmp_path / "out"
-    done = subprocess.run(
-        replay_cmd(trace, out, standalone.master_url),
-        env=cluster_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 1, (done.stdout, done.stderr[-3000:])
-    assert "engine accelerated" in done.stdout
+    cmd = replay_cmd(trace, out, standalone.master_url)
+    assert "engine accelerated" in run(cmd, cluster_env(), expect=1)
     assert_same_outputs(out, local_out)
     (app,) = new_apps(standalone, before)
     assert_accelerated(standalone, app, least=2)
@@ -396,17 +388,9 @@ def test_connect_replay_matches_local(
     cmd = replay_cmd(trace, out, "unused", "--remote", connect_url)
     cmd.remove("--master")
     cmd.remove("unused")
-    done = subprocess.run(
-        cmd,
-        env=cluster_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 1, (done.stdout, done.stderr[-3000:])
-    assert f"starting Spark ({connect_url})" in done.stdout
-    assert "engine accelerated" in done.stdout
+    stdout = run(cmd, cluster_env(), expect=1)
+    assert f"starting Spark ({connect_url})" in stdout
+    assert "engine accelerated" in stdout
     assert_same_outputs(out, local_out)
     assert not new_apps(standalone, before)  # the server's own application ran it
 
@@ -432,15 +416,10 @@ def test_connect_resolve_accepts_connect_dataframe(
     connect_url: str, trace: Path, local_out: Path
 ) -> None:
     """``tickwheel.spark.resolve`` on a Connect DataFrame: local[2]'s outcomes."""
-    done = subprocess.run(
+    stdout = run(
         [sys.executable, "-c", _RESOLVE, connect_url, str(trace)]
         + [str(local_out / "outcomes")],
-        env=cluster_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
+        cluster_env(),
     )
-    assert done.returncode == 0, (done.stdout, done.stderr[-3000:])
     rows = pq.read_table(local_out / "outcomes").num_rows
-    assert f"rows {rows}" in done.stdout
+    assert f"rows {rows}" in stdout

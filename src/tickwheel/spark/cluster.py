@@ -60,6 +60,7 @@ __all__ = [
     "family_pids",
     "free_port",
     "group_pids",
+    "proc_stat",
     "spark_home",
 ]
 
@@ -93,43 +94,47 @@ def free_port(host: str = HOST, tries: int = 50) -> int:
     raise OSError(f"no free port found on {host} after {tries} tries")
 
 
-def _start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc), None if gone."""
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name; None if gone.
+
+    Index 0 is the state (field 3 of proc(5)), 1 the ppid, 2 the pgid, 11/12
+    utime/stime, 19 the start time, 21 the RSS in pages.  A zombie (state
+    ``Z``/``X``: exited, not yet reaped) counts as gone.
+    """
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
+            fields = fh.read().rpartition(")")[2].split()
     except OSError:
         return None
-    # Fields after the parenthesised command name: state is field 3,
-    # starttime field 22.  A zombie has exited (its parent has not reaped it).
-    fields = stat.rpartition(")")[2].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
+    return None if fields[0] in ("Z", "X") else fields
+
+
+def _live() -> dict[int, list[str]]:
+    """Every live process: {pid: its stat fields}."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = proc_stat(int(entry))
+            if fields is not None:
+                found[int(entry)] = fields
+    return found
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc), None if gone."""
+    fields = proc_stat(pid)
+    return None if fields is None else int(fields[19])
 
 
 def _pgid_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[2])
+    fields = proc_stat(pid)
+    return None if fields is None else int(fields[2])
 
 
 def group_pids(pgids: Sequence[int]) -> list[int]:
     """Live processes (not zombies) whose process group is one of ``pgids``."""
     wanted = set(pgids)
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) in wanted:
-            found.append(int(entry))
-    return sorted(found)
+    return sorted(pid for pid, f in _live().items() if int(f[2]) in wanted)
 
 
 def family_pids(pgids: Sequence[int]) -> dict[int, int | None]:
@@ -139,25 +144,15 @@ def family_pids(pgids: Sequence[int]) -> dict[int, int | None]:
     group of its own (``os.setpgid(0, 0)``), so an executor's Python workers
     are outside its worker's group, though still its children.
     """
-    every: dict[int, tuple[int, int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if fields[0] not in ("Z", "X"):
-            every[int(entry)] = (int(fields[1]), int(fields[2]))
+    every = _live()
     wanted = set(pgids)
-    found = {pid for pid, (_, pgid) in every.items() if pgid in wanted}
+    found = {pid for pid, f in every.items() if int(f[2]) in wanted}
     grown = True
     while grown:
         before = len(found)
-        found.update(pid for pid, (ppid, _) in every.items() if ppid in found)
+        found.update(pid for pid, f in every.items() if int(f[1]) in found)
         grown = len(found) > before
-    return {pid: _start_time(pid) for pid in sorted(found)}
+    return {pid: int(every[pid][19]) for pid in sorted(found)}
 
 
 def _cmdline(pid: int) -> list[str]:
