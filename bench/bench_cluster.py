@@ -108,7 +108,8 @@ class Sampler:
                     grown = True
         for pid, (_ppid, _pgid, cpu, _rss) in procs.items():
             self.cpu[pid] = cpu
-            if pid not in self.kind:
+            # Looked at again each time: a launcher script execs the JVM.
+            if self.kind.get(pid) != "executor":
                 cmd = _cmd(pid)
                 self.kind[pid] = (
                     "executor"
