@@ -259,6 +259,13 @@ def _add_replay(sub: Any) -> argparse.ArgumentParser:
         "(default: local[*])",
     )
     replay.add_argument(
+        "--remote",
+        default=None,
+        metavar="sc://HOST:PORT",
+        help="run on a Spark Connect server instead of starting Spark here; "
+        "OUTPUT must be a local path the server writes too (default: --master)",
+    )
+    replay.add_argument(
         "--timeout-ms",
         type=_int_list,
         default=None,
@@ -483,14 +490,18 @@ def _run_replay(replay: argparse.ArgumentParser, args: argparse.Namespace) -> in
         args.demo and validate.read_manifest(output) is not None
     )
     console = None
+    session = None
     try:
+        if args.remote:
+            session = _connect(replay, args, output, conf)
         if args.demo:
             _demo_trace(args, input_path, output, overwrite)
-        console = spark_console(args.verbose, conf)
+        console = spark_console(args.verbose, conf, args.remote or args.master)
         code = run_replay(
             input_path,
             output,
-            master=args.master,
+            master=args.remote or args.master,
+            spark=session,
             timeout_ms=args.timeout_ms,
             replica_lag_max_ms=args.replica_lag_max_ms,
             fmt=args.format,
@@ -507,9 +518,27 @@ def _run_replay(replay: argparse.ArgumentParser, args: argparse.Namespace) -> in
     except Exception as exc:  # every error is one line (--verbose: traceback)
         _report(exc, args.verbose, console)
         return 2
+    finally:
+        if session is not None:
+            session.stop()
     if console is not None:
         console.close(keep_log=False)
     return code
+
+
+def _connect(
+    replay: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    output: str,
+    conf: dict[str, str],
+) -> Any:
+    """--remote: check the URL and OUTPUT, then open the Spark Connect session."""
+    from .spark._remote import check_remote, connect_session
+
+    if args.master != replay.get_default("master"):
+        replay.error("give --master or --remote, not both")
+    check_remote(args.remote, output)
+    return connect_session(args.remote, conf)
 
 
 def _report(

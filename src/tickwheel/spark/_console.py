@@ -13,8 +13,9 @@ that is not a terminal.  Unless ``--verbose``:
 * in a terminal the JVM's stderr goes through a pipe: the progress bar is
   passed on, everything else (the launcher's "Using incubator modules"
   line, say) goes to the log;
-* the engine's per-worker "accelerated" line is not printed (the stage
-  line reports the same).
+* the engine's per-worker "accelerated" line is not printed on ``local``
+  masters (the stage line reports the same); executors of a cluster write
+  it to their own logs.
 """
 
 from __future__ import annotations
@@ -66,8 +67,14 @@ class SparkConsole:
             shutil.rmtree(self.log_dir, ignore_errors=True)
 
 
-def spark_console(verbose: bool, user_conf: dict[str, str]) -> SparkConsole:
-    """The console set-up for this run (see the module docstring)."""
+def spark_console(
+    verbose: bool, user_conf: dict[str, str], master: str = "local[*]"
+) -> SparkConsole:
+    """The console set-up for this run (see the module docstring).
+
+    On a cluster (a master that is not ``local``) the executors keep their
+    "accelerated" log line: it is in their own logs, not on this console.
+    """
     console = SparkConsole(verbose, sys.stderr.isatty())
     if verbose:
         return console
@@ -79,7 +86,8 @@ def spark_console(verbose: bool, user_conf: dict[str, str]) -> SparkConsole:
     option = f"-Dlog4j2.configurationFile=file:{config}"
     console.conf[key] = (user_conf.get(key, "") + " " + option).strip()
     # Python workers, local ones included, get spark.executorEnv.* settings.
-    console.conf["spark.executorEnv.TICKWHEEL_ENGINE_QUIET"] = "1"
+    if master.startswith("local"):
+        console.conf["spark.executorEnv.TICKWHEEL_ENGINE_QUIET"] = "1"
     return console
 
 

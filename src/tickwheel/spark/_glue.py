@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from ._remote import default_parallelism, is_connect, local_delete, local_move
 from .engine import (
     INPUT_COLUMNS,
     OUTCOME_SCHEMA,
@@ -288,7 +289,7 @@ def resolve_all(
     lag_ms = _check_lag(replica_lag_max_ms)
     spark = events.sparkSession
     if num_partitions is None:
-        num_partitions = 2 * spark.sparkContext.defaultParallelism
+        num_partitions = 2 * default_parallelism(spark)
     if isinstance(num_partitions, bool) or not isinstance(num_partitions, int):
         raise TypeError(f"num_partitions must be an int, got {num_partitions!r}")
     if num_partitions < 1:
@@ -384,6 +385,8 @@ OUTPUT_DIRS = {"outcome": "outcomes", "size": "purgatory_size", "rejected": "rej
 
 def _delete_path(spark: SparkSession, path: str) -> None:
     """Recursively delete ``path`` on whatever filesystem Spark writes to."""
+    if is_connect(spark):  # no JVM here: a local path (see _remote)
+        return local_delete(path)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
@@ -393,6 +396,12 @@ def _delete_path(spark: SparkSession, path: str) -> None:
 
 def _move_outcomes(spark: SparkSession, source: str, target: str) -> None:
     """Make the staged ``record=outcome`` files the ``outcomes`` dataset."""
+    if is_connect(spark):  # no JVM here: a local path (see _remote)
+        if not local_move(source, target):
+            spark.createDataFrame([], spark_schema(OUTCOME_SCHEMA)).write.parquet(
+                target
+            )
+        return
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     conf = spark.sparkContext._jsc.hadoopConfiguration()
