@@ -389,7 +389,24 @@ def _nested(topics: str, partitions: str, make: Any) -> Any:
 
 def _produce_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
     """(events, skipped) of the produce lines: one row per partition."""
-    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    every = _with_end_offsets(_skip_reason(_produce_partitions(parsed, key)))
+    events = _select(
+        every.where(F.col("reason").isNull()),
+        EVENT_COLUMNS,
+        kind=F.lit("produce"),
+        required_offset="next_base",
+        broker_error_code="error",
+    )
+    skipped = _select(
+        every.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS, api=F.lit("PRODUCE")
+    )
+    return events, skipped
+
+
+def _produce_partitions(parsed: Any, key: Any) -> Any:
+    """One row per partition of each produce line, with its response's fields."""
     from pyspark.sql import functions as F
 
     responses = _nested(
@@ -446,6 +463,13 @@ def _produce_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
         "api_version",
         "completed_ms",
     )
+    return rows
+
+
+def _skip_reason(rows: Any) -> Any:
+    """``reason``: why a produce partition never waited in the purgatory, or null."""
+    from pyspark.sql import functions as F
+
     error, acks = F.col("error"), F.col("acks")
     first_reason = (
         F.when(F.col("partition").isNull(), F.lit("produce without partitions"))
@@ -458,7 +482,14 @@ def _produce_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
         .when(F.col("ts_ms").isNull(), F.lit("no request times"))
         .when(F.col("timeout_ms").isNull(), F.lit("no timeoutMs"))
     )
-    rows = rows.withColumn("reason", first_reason)
+    return rows.withColumn("reason", first_reason)
+
+
+def _with_end_offsets(rows: Any) -> Any:
+    """``next_base``: the end offset of each append (the next one's baseOffset)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     # The end offset of an append is the next append's baseOffset on the
     # partition: every append with a base offset counts, whatever its acks.
     appended = F.col("base") >= 0
@@ -479,18 +510,7 @@ def _produce_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
     not_appended = rows.where(~appended | F.col("base").isNull()).withColumn(
         "next_base", F.lit(None).cast("long")
     )
-    every = final.unionByName(not_appended)
-    events = _select(
-        every.where(F.col("reason").isNull()),
-        EVENT_COLUMNS,
-        kind=F.lit("produce"),
-        required_offset="next_base",
-        broker_error_code="error",
-    )
-    skipped = _select(
-        every.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS, api=F.lit("PRODUCE")
-    )
-    return events, skipped
+    return final.unionByName(not_appended)
 
 
 def _fetch_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
@@ -743,15 +763,52 @@ def run_import(
     :raises ReplayUsageError: (a ValueError) for bad arguments, or logs
         without a single request-log line
     """
-    import shutil
-
-    from pyspark import StorageLevel
-
-    from .commit import commit, recover, stage
+    from .commit import commit, stage
     from .job import _Progress, _start_spark
-    from .validate import check_java, check_master, check_output, local_path
+    from .validate import check_java, check_master
 
     out = sys.stdout if out is None else out
+    output, files, mapping = _check_import(
+        logs, output, topic_ids, timezone, overwrite, out
+    )
+    if spark is None:
+        check_master(master)
+        check_java()
+    progress = _Progress(4, out, label="import")
+    progress.stage(f"starting Spark ({master})")
+    if spark is None:
+        spark = _start_spark(master, ui, conf or {}, console)
+    progress.done(f"Spark {spark.version}")
+    settings = {
+        "logs": list(logs),
+        "files": len(files),
+        "topic_ids": topic_ids,
+        "timezone": timezone,
+    }
+    target = stage(output)
+    summary = _write_import(spark, files, mapping, target, progress, settings)
+    commit(target, output, settings, tool=TOOL, entries=IMPORT_ENTRIES)
+    print_import_summary(summary, out)
+    print(
+        f"total {time.perf_counter() - progress.started:.1f} s; events in "
+        f"{os.path.join(output, 'events')} (replay: tickwheel replay {output} OUT)",
+        file=out,
+    )
+    return 0
+
+
+def _check_import(
+    logs: Sequence[str],
+    output: str,
+    topic_ids: str | None,
+    timezone: str,
+    overwrite: bool,
+    out: TextIO,
+) -> tuple[str, list[str], dict[str, str]]:
+    """Check the arguments before Spark starts: (OUTPUT, log files, topic ids)."""
+    from .commit import recover
+    from .validate import check_output, local_path
+
     output = local_path(output)
     if "://" in output:
         raise ReplayUsageError(
@@ -766,19 +823,32 @@ def run_import(
         if os.path.realpath(path).startswith(os.path.realpath(output) + os.sep):
             raise ReplayUsageError(f"OUTPUT {output!r} holds LOG file {path!r}")
     check_output(output, overwrite, tool=TOOL, entries=IMPORT_ENTRIES)
-    if spark is None:
-        check_master(master)
-        check_java()
-    progress = _Progress(4, out, label="import")
-    progress.stage(f"starting Spark ({master})")
-    if spark is None:
-        spark = _start_spark(master, ui, conf or {}, console)
-    progress.done(f"Spark {spark.version}")
-    target = stage(output)
+    return output, files, mapping
+
+
+def _write_import(
+    spark: Any,
+    files: list[str],
+    mapping: dict[str, str],
+    target: str,
+    progress: Any,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """Write events/, skipped/ and summary.json under the staging ``target``.
+
+    Returns the summary; on any error ``target`` is removed, so nothing
+    half-written is ever committed.
+    """
+    import shutil
+
+    from pyspark import StorageLevel
+
     parsed = None
     try:
         progress.stage(f"reading {len(files)} file(s)")
-        events, skipped, parsed = import_frames(spark, files, mapping, timezone)
+        events, skipped, parsed = import_frames(
+            spark, files, mapping, settings["timezone"]
+        )
         parsed.persist(StorageLevel.MEMORY_AND_DISK)
         counts = _line_counts(parsed)
         progress.done(
@@ -786,8 +856,9 @@ def run_import(
         )
         if not counts["request_lines"]:
             raise ReplayUsageError(
-                f"LOG {', '.join(logs)}: no request-log lines ('{MARKER}...') in "
-                f"{counts['lines']:,} lines; is kafka.request.logger at DEBUG?"
+                f"LOG {', '.join(settings['logs'])}: no request-log lines "
+                f"('{MARKER}...') in {counts['lines']:,} lines; "
+                "is kafka.request.logger at DEBUG?"
             )
         progress.stage("writing events/ and skipped/")
         events.write.parquet(os.path.join(target, "events"))
@@ -795,12 +866,7 @@ def run_import(
         progress.done()
         progress.stage("summarizing")
         summary = {"lines": counts, **_table_counts(spark, target)}
-        summary["settings"] = {
-            "logs": list(logs),
-            "files": len(files),
-            "topic_ids": topic_ids,
-            "timezone": timezone,
-        }
+        summary["settings"] = settings
         with open(os.path.join(target, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
         progress.done()
@@ -810,14 +876,7 @@ def run_import(
     finally:
         if parsed is not None:
             parsed.unpersist()
-    commit(target, output, summary["settings"], tool=TOOL, entries=IMPORT_ENTRIES)
-    print_import_summary(summary, out)
-    print(
-        f"total {time.perf_counter() - progress.started:.1f} s; events in "
-        f"{os.path.join(output, 'events')} (replay: tickwheel replay {output} OUT)",
-        file=out,
-    )
-    return 0
+    return summary
 
 
 def _check_timezone(timezone: str) -> None:
