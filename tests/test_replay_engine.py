@@ -467,6 +467,42 @@ def test_resolve_batches_yields_the_union_schema_and_one_meta_record():
     assert meta[0]["events"] == 0
 
 
+def test_union_rows_fill_only_their_own_kinds_columns():
+    """No column carries another record kind's fields (no packing)."""
+    from tickwheel.spark.engine import OUTCOME_SCHEMA, RECORD_SCHEMAS
+
+    table = generate_trace(300, 3, seed=4)
+    junk = malformed_rows(table, 10, seed=4)
+    events = pa.concat_tables([table, junk]).sort_by(
+        [("partition", "ascending"), ("ts_ms", "ascending"), ("kind", "ascending")]
+    )
+    union = pa.Table.from_batches(
+        list(resolve_batches(events.to_batches(), report_ids=True)),
+        schema=OUTPUT_SCHEMA,
+    )
+    kinds = set(union.column("record").to_pylist())
+    assert kinds == {"outcome", "size", "rejected", "meta"}
+    assert set(OUTPUT_SCHEMA.names) == {
+        *OUTCOME_SCHEMA.names,
+        *kinds - {"outcome"},
+        "record",
+    }
+    for kind in kinds:
+        rows = union.filter(pa.compute.equal(union.column("record"), kind))
+        own = OUTCOME_SCHEMA.names if kind == "outcome" else [kind]
+        for name in OUTPUT_SCHEMA.names:
+            nulls = rows.column(name).null_count
+            if name == "record":
+                continue
+            if name in own and name != "timeout_ms":
+                assert nulls < rows.num_rows, (kind, name)
+            elif name not in own:
+                assert nulls == rows.num_rows, (kind, name)
+        if kind != "outcome":
+            fields = rows.column(kind).combine_chunks().type
+            assert pa.schema(list(fields)).names == RECORD_SCHEMAS[kind].names
+
+
 def test_cli_gen_trace_writes_parquet(tmp_path, capsys):
     import pyarrow.parquet as pq
 

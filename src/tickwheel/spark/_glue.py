@@ -45,14 +45,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from ._remote import default_parallelism, is_connect, local_delete, local_move
+from ._remote import default_parallelism, is_connect, local_delete
 from .engine import (
     INPUT_COLUMNS,
-    OUTCOME_SCHEMA,
     OUTPUT_SCHEMA,
-    RECORD_LAYOUT,
     RECORD_SCHEMAS,
-    SEP,
     _check_lag,
     normalize_timeouts,
     resolve_batches,
@@ -68,10 +65,17 @@ _ARROW_TO_SPARK: dict[pa.DataType, DataType] = {
 }
 
 
+def _spark_type(dtype: pa.DataType) -> DataType:
+    if pa.types.is_struct(dtype):
+        return spark_schema(pa.schema(list(dtype)))
+    return _ARROW_TO_SPARK[dtype]
+
+
 def spark_schema(schema: pa.Schema) -> StructType:
-    """The Spark StructType of an Arrow schema made of int64/int32/string/bool."""
+    """The Spark StructType of an Arrow schema of int64/int32/string/bool/binary
+    and structs of them."""
     return StructType(
-        [StructField(f.name, _ARROW_TO_SPARK[f.type], nullable=True) for f in schema]
+        [StructField(f.name, _spark_type(f.type), nullable=True) for f in schema]
     )
 
 
@@ -322,40 +326,33 @@ def resolve_all(
 
 
 def _pack_rejected(rejected: DataFrame) -> DataFrame:
-    """Rejected rows (input columns + reason) in the union's packed layout."""
-    slots = {slot: name for name, (slot, _) in RECORD_LAYOUT["rejected"].items()}
-    kind, reason = F.col("kind"), F.col("reason")
+    """Rejected rows (input columns + reason) as union rows of record ``rejected``."""
     columns: list[Column] = []
     for field in OUTPUT_SPARK_SCHEMA.fields:
         if field.name == "record":
-            columns.append(F.lit("rejected").alias("record"))
-        elif field.name == "outcome":
-            packed = F.when(kind.isNull(), reason).otherwise(
-                F.concat(reason, F.lit(SEP), kind)
+            value = F.lit("rejected")
+        elif field.name == "rejected":
+            assert isinstance(field.dataType, StructType)
+            value = F.struct(
+                *(
+                    F.col(f.name).cast(f.dataType).alias(f.name)
+                    for f in field.dataType.fields
+                )
             )
-            columns.append(packed.alias("outcome"))
         else:
-            columns.append(
-                F.col(slots[field.name]).cast(field.dataType).alias(field.name)
-            )
+            value = F.lit(None).cast(field.dataType)
+        columns.append(value.alias(field.name))
     return rejected.select(*columns)
 
 
 def _named(rows: DataFrame, record: str) -> DataFrame:
-    """The union's rows of ``record`` with their named columns (see RECORD_LAYOUT)."""
-    layout = RECORD_LAYOUT[record]
-    columns: list[Column] = []
-    for field in RECORD_SCHEMAS[record]:
-        slot, packing = layout[field.name]
-        spark_type = _ARROW_TO_SPARK[field.type]
-        column = F.col(slot)
-        if packing == "reason":
-            column = F.substring_index(column, SEP, 1)
-        elif packing == "kind":
-            at = F.instr(column, SEP)
-            column = F.when(at > 0, column.substr(at + 1, F.length(column)))
-        columns.append(column.cast(spark_type).alias(field.name))
-    return rows.select(*columns)
+    """The union's rows of ``record`` with their named columns (RECORD_SCHEMAS)."""
+    fields = RECORD_SCHEMAS[record].names
+    if record == "outcome":
+        return rows.select(*fields)
+    if record == "meta":
+        fields = [name for name in fields if name != "ids"]
+    return rows.select(*(F.col(record)[name].alias(name) for name in fields))
 
 
 def resolve(
@@ -394,31 +391,6 @@ def _delete_path(spark: SparkSession, path: str) -> None:
     hadoop_path.getFileSystem(conf).delete(hadoop_path, True)
 
 
-def _move_outcomes(spark: SparkSession, source: str, target: str) -> None:
-    """Make the staged ``record=outcome`` files the ``outcomes`` dataset."""
-    if is_connect(spark):  # no JVM here: a local path (see _remote)
-        if not local_move(source, target):
-            spark.createDataFrame([], spark_schema(OUTCOME_SCHEMA)).write.parquet(
-                target
-            )
-        return
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    src = jvm.org.apache.hadoop.fs.Path(source)
-    dst = jvm.org.apache.hadoop.fs.Path(target)
-    fs = src.getFileSystem(conf)
-    if fs.exists(dst):
-        fs.delete(dst, True)
-    if fs.exists(src):
-        fs.mkdirs(dst.getParent())
-        if not fs.rename(src, dst):
-            raise OSError(f"could not move {source} to {target}")
-        fs.create(jvm.org.apache.hadoop.fs.Path(target + "/_SUCCESS")).close()
-    else:  # no outcome at all (everything rejected): an empty dataset
-        spark.createDataFrame([], spark_schema(OUTCOME_SCHEMA)).write.parquet(target)
-
-
 #: Concurrent file writers per task for the staging write (there are four
 #: record types, so four writers; more than that falls back to sorting).
 _STAGING_WRITERS = 4
@@ -447,18 +419,10 @@ def _write_by_record(spark: SparkSession, union: DataFrame, path: str) -> None:
             spark.conf.set(_WRITERS_CONF, previous)
 
 
-def _unpack_meta(row: dict[str, Any]) -> dict[str, Any]:
-    """One union row of record ``meta`` as its named fields (what _named does)."""
-    layout = RECORD_LAYOUT["meta"]
-    out: dict[str, Any] = {}
-    for field in RECORD_SCHEMAS["meta"]:
-        slot, packing = layout[field.name]
-        assert packing == "", packing  # meta fields are carried as they are
-        value = row[slot]
-        if value is not None and pa.types.is_boolean(field.type):
-            value = bool(value)
-        out[field.name] = value
-    return out
+def _unpack_meta(row: Any) -> dict[str, Any]:
+    """One union row of record ``meta`` as its named fields (as :func:`_named`)."""
+    meta = row["meta"]
+    return {name: meta[name] for name in RECORD_SCHEMAS["meta"].names if name != "ids"}
 
 
 def replay_to(
@@ -485,8 +449,6 @@ def replay_to(
 
     :return: the engine's meta records (worker, accelerated, events), one per task
     """
-    import base64
-
     import numpy as np
 
     spark = events.sparkSession
@@ -506,42 +468,40 @@ def replay_to(
             report_ids=validate and duplicates == "skip",
         )
         _write_by_record(spark, frames.union, staging)
+        staged = spark.read.parquet(staging)
         # Everything but the outcomes is small; partition pruning reads only it.
-        small = spark.read.parquet(staging).where(record != "outcome")
+        small = staged.where(record != "outcome")
         check_ids = validate and duplicates == "skip"
         wanted = record == "meta"
         if check_ids:
             # The engines' own duplicate rejections, in the same job.
             wanted = wanted | (
                 (record == "rejected")
-                & (
-                    F.substring_index(F.col("outcome"), SEP, 1)
-                    == "duplicate request_id"
-                )
+                & (F.col("rejected.reason") == "duplicate request_id")
             )
         rows = small.where(wanted).collect()
         meta_rows = [r for r in rows if r["record"] == "meta"]
         if not check_ids:
             break
-        blobs = [base64.b64decode(r["partition"]) for r in meta_rows if r["partition"]]
+        blobs = [bytes(r["meta"]["ids"]) for r in meta_rows if r["meta"]["ids"]]
         ids = np.sort(
             np.concatenate([unpack_ids(b) for b in blobs])
             if blobs
             else np.zeros(0, dtype=np.int64)
         )
         repeated = set(ids[1:][ids[1:] == ids[:-1]].tolist())
-        repeated.update(r["request_id"] for r in rows if r["record"] == "rejected")
+        repeated.update(
+            r["rejected"]["request_id"] for r in rows if r["record"] == "rejected"
+        )
         if not repeated:
             break
         duplicates = sorted(repeated)  # replay again, rejecting every copy
     try:
-        _move_outcomes(spark, staging + "/record=outcome", base + "/outcomes")
         for kind, name in OUTPUT_DIRS.items():
-            if kind != "outcome":
-                _named(small.where(record == kind), kind).write.mode(
-                    "overwrite"
-                ).parquet(base + "/" + name)
-        meta = [_unpack_meta(r.asDict()) for r in meta_rows]
+            _named(staged.where(record == kind), kind).write.mode("overwrite").parquet(
+                base + "/" + name
+            )
+        meta = [_unpack_meta(r) for r in meta_rows]
     finally:
         _delete_path(spark, staging)
     return meta

@@ -60,7 +60,6 @@ offset 10 (completes at 8), request 2 needs offset 20 and times out at 15.
 
 from __future__ import annotations
 
-import base64
 import gc
 import logging
 import os
@@ -148,58 +147,31 @@ META_SCHEMA = pa.schema(
 )
 
 
-#: The one schema resolve_batches yields: a tagged union of the outputs that
-#: has exactly the outcome columns, plus ``record`` ("outcome", "size",
-#: "rejected" or "meta").  The other records are packed into the outcome
-#: columns (RECORD_LAYOUT) and unpacked when split.  Why: Spark writes the
-#: union once, partitioned by ``record``, and the ``record=outcome`` part *is*
-#: the outcomes dataset (a partition column is not stored in the files), so
-#: the large output is written once and only the small ones are rewritten.
-OUTPUT_SCHEMA = pa.schema(list(OUTCOME_SCHEMA) + [pa.field("record", pa.string())])
-
-#: Per record: its column -> (outcome column that carries it, packing).
-#: Packing: "" as is; "str" an int carried as a decimal string; "reason" and
-#: "kind" share one string, ``reason`` or ``reason + "\x1f" + kind``; "b64"
-#: bytes carried as base64 text.
-RECORD_LAYOUT: dict[str, dict[str, tuple[str, str]]] = {
-    "outcome": {f.name: (f.name, "") for f in OUTCOME_SCHEMA},
-    "size": {
-        "partition": ("partition", ""),
-        "timeout_ms": ("timeout_ms", ""),
-        "window_start_ms": ("request_id", ""),
-        "pending_end": ("arrival_ms", ""),
-        "pending_max": ("deadline_ms", ""),
-        "arrivals": ("done_ms", ""),
-        "completed": ("latency_ms", ""),
-        "expired": ("outcome", "str"),
-    },
-    "rejected": {
-        "ts_ms": ("arrival_ms", ""),
-        "partition": ("partition", ""),
-        "kind": ("outcome", "kind"),
-        "request_id": ("request_id", ""),
-        "required_offset": ("deadline_ms", ""),
-        "timeout_ms": ("timeout_ms", ""),
-        "replica": ("done_ms", ""),
-        "fetch_offset": ("latency_ms", ""),
-        "reason": ("outcome", "reason"),
-    },
-    # ids (only with report_ids): the sorted request_ids this call replayed
-    # (little-endian int64), so a driver can find duplicates across calls.
-    "meta": {
-        "worker": ("outcome", ""),
-        "accelerated": ("arrival_ms", ""),
-        "events": ("request_id", ""),
-        "ids": ("partition", "b64"),
-    },
-}
+#: The meta record: one per resolve_batches call.  ``ids`` (only with
+#: report_ids) holds the sorted request_ids the call replayed (see
+#: :func:`pack_ids`), so a driver can find duplicates across calls.
+META_RECORD_SCHEMA = pa.schema(list(META_SCHEMA) + [pa.field("ids", pa.binary())])
 RECORD_SCHEMAS = {
     "outcome": OUTCOME_SCHEMA,
     "size": SIZE_SCHEMA,
     "rejected": REJECTED_SCHEMA,
-    "meta": META_SCHEMA,
+    "meta": META_RECORD_SCHEMA,
 }
-SEP = "\x1f"
+#: The record kinds besides ``outcome``: each is one struct column of the union.
+OTHER_RECORDS = ("size", "rejected", "meta")
+
+#: The one schema resolve_batches yields, a tagged union: the outcome
+#: columns (set on outcome rows, null on the others), one struct column per
+#: other record kind (``size``, ``rejected``, ``meta``: set on that kind's
+#: rows, null on the others) and ``record``, the kind.  Every column holds
+#: what its name says.  Spark writes the union once, partitioned by
+#: ``record``; the outcomes dataset is then the ``record=outcome`` rows'
+#: outcome columns.
+OUTPUT_SCHEMA = pa.schema(
+    list(OUTCOME_SCHEMA)
+    + [pa.field(kind, pa.struct(list(RECORD_SCHEMAS[kind]))) for kind in OTHER_RECORDS]
+    + [pa.field("record", pa.string())]
+)
 
 
 _KIND_FETCH, _KIND_PRODUCE, _KIND_OTHER, _KIND_NULL = 0, 1, 2, 3
@@ -540,43 +512,38 @@ def _kind_codes(column: pa.Array) -> np.ndarray:
     return codes
 
 
+def _column(value: Any, dtype: pa.DataType) -> pa.Array:
+    """``value`` (Arrow, numpy or a list) as one Arrow array of ``dtype``."""
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        value = value.cast(dtype)
+        if isinstance(value, pa.ChunkedArray):
+            value = value.combine_chunks()
+        return value
+    return pa.array(value, dtype)
+
+
 def _union_batch(record: str, columns: dict[str, Any], n: int) -> pa.RecordBatch:
-    """One union batch of ``n`` rows of ``record`` from its named columns."""
-    layout = RECORD_LAYOUT[record]
-    slots: dict[str, Any] = {}
-    for name, value in columns.items():
-        slot, packing = layout[name]
-        if packing == "":
-            slots[slot] = value
-        elif packing == "str":
-            slots[slot] = pc.cast(pa.array(value, pa.int64()), pa.string())
-        elif packing == "b64":
-            slots[slot] = pa.array(
-                [None if v is None else base64.b64encode(v).decode() for v in value],
-                pa.string(),
-            )
-    if record == "rejected":
-        reason = pa.array(columns["reason"], pa.string())
-        kind = columns["kind"]
-        kind = kind if isinstance(kind, (pa.Array, pa.ChunkedArray)) else pa.array(kind)
-        kind = kind.cast(pa.string())
-        joined = pc.binary_join_element_wise(reason, kind, SEP)
-        slots["outcome"] = pc.if_else(pc.is_null(kind), reason, joined)
+    """One union batch of ``n`` rows of ``record`` from its named columns.
+
+    ``columns`` holds the fields of ``RECORD_SCHEMAS[record]`` (a missing
+    one is null).  Outcomes fill the outcome columns, the other kinds their
+    own struct column; every other column is null.
+    """
+    schema = RECORD_SCHEMAS[record]
+    fields = [
+        _column(columns[f.name], f.type) if f.name in columns else pa.nulls(n, f.type)
+        for f in schema
+    ]
     arrays = []
     for field in OUTPUT_SCHEMA:
         if field.name == "record":
             arrays.append(pa.repeat(pa.scalar(record, pa.string()), n))
-            continue
-        value = slots.get(field.name)
-        if value is None:
-            arrays.append(pa.nulls(n, field.type))
-        elif isinstance(value, (pa.Array, pa.ChunkedArray)):
-            value = value.cast(field.type)
-            if isinstance(value, pa.ChunkedArray):
-                value = value.combine_chunks()
-            arrays.append(value)
+        elif record == "outcome" and field.name in columns:
+            arrays.append(fields[schema.get_field_index(field.name)])
+        elif field.name == record:
+            arrays.append(pa.StructArray.from_arrays(fields, fields=list(schema)))
         else:
-            arrays.append(pa.array(value, field.type))
+            arrays.append(pa.nulls(n, field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 
@@ -754,12 +721,12 @@ def _split_by_partition(table: pa.Table) -> Iterator[tuple[str | None, pa.Table]
 
 
 def _meta_batch(events: int, ids: set[int] | None) -> pa.RecordBatch:
-    """The one meta record of a resolve_batches call (see RECORD_LAYOUT)."""
+    """The one meta record of a resolve_batches call (see META_RECORD_SCHEMA)."""
     return _union_batch(
         "meta",
         {
             "worker": [f"{os.uname().nodename}:{os.getpid()}"],
-            "accelerated": [int(bool(tickwheel.USE_EXTENSIONS))],
+            "accelerated": [bool(tickwheel.USE_EXTENSIONS)],
             "events": [events],
             "ids": [
                 None if ids is None else pack_ids(np.fromiter(ids, np.int64, len(ids)))
@@ -774,9 +741,9 @@ def pack_ids(ids: np.ndarray) -> bytes:
 
     Sorted ids of one task differ by small steps, so their little-endian
     deltas are mostly zero bytes: a million ids take about 1 MB instead of
-    8 MB (10.7 MB as the base64 text the union carries), which is that much
-    less for Spark to write, read back and collect.  Deltas wrap around
-    int64 as :func:`unpack_ids`'s running sum does, so every int64 survives.
+    8 MB, which is that much less for Spark to write, read back and collect.
+    Deltas wrap around int64 as :func:`unpack_ids`'s running sum does, so
+    every int64 survives.
     """
     ordered = np.sort(np.asarray(ids, dtype=np.int64))
     deltas = np.diff(ordered, prepend=np.int64(0))
@@ -1218,30 +1185,14 @@ def split_output(batches: Iterable[pa.RecordBatch]) -> ReplayResult:
 
     def part(kind: str) -> pa.Table:
         rows = union.filter(pc.equal(record, kind))
+        if kind == "outcome":
+            return rows.select(OUTCOME_SCHEMA.names)
+        struct = rows.column(kind).combine_chunks()
         schema = RECORD_SCHEMAS[kind]
-        arrays = []
-        for field in schema:
-            slot, packing = RECORD_LAYOUT[kind][field.name]
-            column = rows.column(slot)
-            if packing == "str":
-                column = pc.cast(column, pa.int64())
-            elif packing in ("reason", "kind"):
-                index = 0 if packing == "reason" else 1
-                column = pa.array(
-                    [
-                        None
-                        if v is None or len(v.split(SEP, 1)) <= index
-                        else v.split(SEP, 1)[index]
-                        for v in column.to_pylist()
-                    ],
-                    pa.string(),
-                )
-            arrays.append(column.cast(field.type))
-        return pa.table(arrays, schema=schema)
+        return pa.table([struct.field(f.name) for f in schema], schema=schema)
 
-    return ReplayResult(
-        part("outcome"), part("size"), part("rejected"), part("meta").to_pylist()
-    )
+    workers = part("meta").select(META_SCHEMA.names).to_pylist()
+    return ReplayResult(part("outcome"), part("size"), part("rejected"), workers)
 
 
 def duplicate_mask(table: pa.Table) -> np.ndarray:
