@@ -31,7 +31,6 @@ __all__ = [
     "default_parallelism",
     "is_connect",
     "local_delete",
-    "local_move",
 ]
 
 
@@ -104,16 +103,3 @@ def local_delete(path: str) -> None:
         shutil.rmtree(path)
     elif os.path.exists(path):
         os.remove(path)
-
-
-def local_move(source: str, target: str) -> bool:
-    """Move local ``source`` to ``target`` (replaced); False if there is no source."""
-    source = source[len("file:") :] if source.startswith("file:") else source
-    target = target[len("file:") :] if target.startswith("file:") else target
-    if not os.path.exists(source):
-        return False
-    local_delete(target)
-    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    os.rename(source, target)
-    open(os.path.join(target, "_SUCCESS"), "w").close()
-    return True
