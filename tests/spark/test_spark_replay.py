@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from sql_oracle import OUTCOME_COLUMNS, sql_oracle  # noqa: E402
 
 from tickwheel.spark import replay_table, resolve, resolve_all  # noqa: E402
+from tickwheel.spark._collect import collect, leaves_socket_open  # noqa: E402
 from tickwheel.spark.engine import OUTCOME_SCHEMA, REJECTED_SCHEMA, SIZE_SCHEMA  # noqa: E402
 from tickwheel.spark.trace import generate_trace, malformed_rows  # noqa: E402
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.spark
 
 def to_arrow(df: Any, schema: Any) -> Any:
     """Collect a DataFrame as an Arrow table with ``schema``, in a canonical order."""
-    table = pa.Table.from_pylist([r.asDict() for r in df.collect()], schema=schema)
+    table = pa.Table.from_pylist([r.asDict() for r in collect(df)], schema=schema)
     return table.sort_by([(c, "ascending") for c in schema.names])
 
 
@@ -114,7 +115,7 @@ def test_spark_row_checks_match_the_engine_for_every_reason(spark):
         assert to_arrow(frames.outcomes, OUTCOME_SCHEMA).equals(
             canonical(local.outcomes, OUTCOME_SCHEMA)
         )
-        assert sorted(r["request_id"] for r in frames.outcomes.collect()) == [1, 7]
+        assert sorted(r["request_id"] for r in collect(frames.outcomes)) == [1, 7]
     finally:
         frames.unpersist()
 
@@ -160,14 +161,35 @@ def test_spark_csv_values_that_do_not_cast_are_rejected_not_fatal(spark, tmp_pat
     frames = resolve_all(read_events(spark, str(path)))
     try:
         rejected = sorted(
-            (r["reason"], r["request_id"]) for r in frames.rejected.collect()
+            (r["reason"], r["request_id"]) for r in collect(frames.rejected)
         )
         assert rejected == [("invalid timeout_ms", 3), ("invalid ts_ms", 2)]
-        assert [(r["request_id"], r["done_ms"]) for r in frames.outcomes.collect()] == [
+        assert [(r["request_id"], r["done_ms"]) for r in collect(frames.outcomes)] == [
             (1, 3)
         ]
     finally:
         frames.unpersist()
+
+
+def test_collect_leaves_no_unclosed_socket(spark):
+    """pyspark < 4.2 leaves collect()'s socket to the GC (SPARK-54247)."""
+    import gc
+    import warnings
+
+    df = spark.range(3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rows = collect(df)
+        gc.collect()
+    assert [r["id"] for r in rows] == [0, 1, 2]
+    assert [str(w.message) for w in seen if w.category is ResourceWarning] == []
+    # The guard is still needed where it is on: a bare collect() warns there.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        df.collect()
+        gc.collect()
+    warned = [w for w in seen if w.category is ResourceWarning]
+    assert bool(warned) == leaves_socket_open(), [str(w.message) for w in warned]
 
 
 def test_spark_missing_column_raises_naming_it(spark):
@@ -315,7 +337,7 @@ def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):
     out = str(tmp_path / "out")
     meta = replay_to(spark.createDataFrame(table.to_pandas()), out)
     assert sum(m["events"] for m in meta) == table.num_rows - 2
-    rejected = spark.read.parquet(out + "/rejected").collect()
+    rejected = collect(spark.read.parquet(out + "/rejected"))
     assert sorted(r["reason"] for r in rejected) == ["duplicate request_id"] * 2
     local = replay_table(table)
     got = to_arrow(spark.read.parquet(out + "/outcomes"), OUTCOME_SCHEMA)

@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from ._collect import collect
 from ._remote import default_parallelism, is_connect, local_delete, local_move
 from .engine import (
     INPUT_COLUMNS,
@@ -519,7 +520,7 @@ def replay_to(
                     == "duplicate request_id"
                 )
             )
-        rows = small.where(wanted).collect()
+        rows = collect(small.where(wanted))
         meta_rows = [r for r in rows if r["record"] == "meta"]
         if not check_ids:
             break
