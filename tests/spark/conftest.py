@@ -32,6 +32,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # filterwarnings=error would turn into failures of our tests.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pyspark.*")
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:py4j.*")
+    # matplotlib < 3.10 (3.9.4 is Python 3.9's newest) calls pyparsing's
+    # camelCase names (enablePackrat, parseString), which pyparsing 3.3
+    # deprecates: hidden by default (a DeprecationWarning); only those
+    # messages, raised from matplotlib, are ignored.
+    config.addinivalue_line(
+        "filterwarnings",
+        "ignore:'[A-Za-z]+' deprecated - use '[a-z_]+':DeprecationWarning:matplotlib.*",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:

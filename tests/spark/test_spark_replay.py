@@ -42,7 +42,7 @@ def test_spark_resolve_matches_single_process_with_sweep_isr_and_rejects(spark):
     table = pa.concat_tables([table, malformed_rows(table, 15, seed=3)])
     kw = dict(timeout_ms=[30_000, 300], replica_lag_max_ms=1_500)
     local = replay_table(table, **kw)
-    frames = resolve_all(spark.createDataFrame(table.to_pandas()), **kw)
+    frames = resolve_all(spark.createDataFrame(table), **kw)
     try:
         assert to_arrow(frames.outcomes, OUTCOME_SCHEMA).equals(
             canonical(local.outcomes, OUTCOME_SCHEMA)
@@ -96,7 +96,7 @@ def test_spark_row_checks_match_the_engine_for_every_reason(spark):
     ]
     table = pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
     local = replay_table(table)
-    frames = resolve_all(spark.createDataFrame(table.to_pandas()))
+    frames = resolve_all(spark.createDataFrame(table))
     try:
         spark_rejected = to_arrow(frames.rejected, REJECTED_SCHEMA)
         assert spark_rejected.equals(canonical(local.rejected, REJECTED_SCHEMA))
@@ -122,7 +122,7 @@ def test_spark_row_checks_match_the_engine_for_every_reason(spark):
 
 def test_spark_resolve_returns_outcomes(spark):
     table = generate_trace(300, 2, seed=4)
-    df = resolve(spark.createDataFrame(table.to_pandas()))
+    df = resolve(spark.createDataFrame(table))
     assert df.columns == OUTCOME_SCHEMA.names
     assert df.count() == 300
 
@@ -335,7 +335,7 @@ def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):
     dup = other.set_column(3, "request_id", first.column("request_id"))
     table = pa.concat_tables([table, dup])
     out = str(tmp_path / "out")
-    meta = replay_to(spark.createDataFrame(table.to_pandas()), out)
+    meta = replay_to(spark.createDataFrame(table), out)
     assert sum(m["events"] for m in meta) == table.num_rows - 2
     rejected = collect(spark.read.parquet(out + "/rejected"))
     assert sorted(r["reason"] for r in rejected) == ["duplicate request_id"] * 2
