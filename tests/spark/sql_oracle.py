@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tickwheel.spark._collect import collect
+
 OUTCOME_COLUMNS = [
     "request_id",
     "partition",
@@ -51,7 +53,8 @@ def sql_oracle(events: Any) -> Any:
         )
     )
     counts = followers.groupBy("partition").agg(F.count("*").alias("n_followers"))
-    slots = int(counts.agg(F.max("n_followers")).first()[0] or 0)
+    # collect(), not first(): first() leaves pyspark < 4.2's socket to the GC.
+    slots = int(collect(counts.agg(F.max("n_followers")))[0][0] or 0)
 
     ev = (
         events.join(F.broadcast(followers), ["partition", "replica"], "left")

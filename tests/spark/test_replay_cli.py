@@ -276,15 +276,24 @@ def test_cli_reordered_csv_gives_the_parquet_outcomes_without_noise(
     events, tmp_path, spark
 ):
     from tickwheel.spark import resolve
+    from tickwheel.spark._collect import collect
     from tickwheel.spark.job import read_events
 
     out = tmp_path / "out"
+    # ResourceWarnings shown, as under -X dev: pyspark < 4.2's collect() socket.
     code, stdout, stderr, seconds = cli(
-        "replay", str(events["csv"]), str(out), "--master", "local[2]", "--no-plots"
+        "replay",
+        str(events["csv"]),
+        str(out),
+        "--master",
+        "local[2]",
+        "--no-plots",
+        env={"PYTHONWARNINGS": "default::ResourceWarning"},
     )
     print(f"exit {code} after {seconds:.1f} s\n{stdout}\n{stderr}")
     assert code == 0, stderr
-    for noise in ("[Stage", "WARN", "log4j", "incubator", "setLogLevel", "\r"):
+    noises = ("[Stage", "WARN", "log4j", "incubator", "setLogLevel", "\r", "Warning")
+    for noise in noises:
         assert noise not in stdout + stderr, noise
     assert "ignoring extra column(s) note" in stdout
     manifest = json.loads((out / "_SUCCESS").read_text())
@@ -311,7 +320,7 @@ def test_cli_reordered_csv_gives_the_parquet_outcomes_without_noise(
     )  # both outcomes occur
     assert canonical(pq.read_table(out / "outcomes")).equals(expected)
     json_df = resolve(read_events(spark, str(events["json"])))
-    got = pa.Table.from_pylist([r.asDict() for r in json_df.collect()])
+    got = pa.Table.from_pylist([r.asDict() for r in collect(json_df)])
     assert canonical(got).equals(expected)
 
 

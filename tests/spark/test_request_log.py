@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tickwheel.spark._collect import collect
 from tickwheel.spark.validate import ReplayUsageError
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -47,7 +48,7 @@ def imported(
 
 
 def _rows(spark: Any, path: Path) -> list[dict[str, Any]]:
-    return [r.asDict() for r in spark.read.parquet(str(path)).collect()]
+    return [r.asDict() for r in collect(spark.read.parquet(str(path)))]
 
 
 def _key(row: dict[str, Any]) -> tuple[Any, ...]:

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from sql_oracle import OUTCOME_COLUMNS, sql_oracle  # noqa: E402
 
 from tickwheel.spark import replay_table, resolve, resolve_all  # noqa: E402
+from tickwheel.spark._collect import collect, leaves_socket_open  # noqa: E402
 from tickwheel.spark.engine import OUTCOME_SCHEMA, REJECTED_SCHEMA, SIZE_SCHEMA  # noqa: E402
 from tickwheel.spark.trace import generate_trace, malformed_rows  # noqa: E402
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.spark
 
 def to_arrow(df: Any, schema: Any) -> Any:
     """Collect a DataFrame as an Arrow table with ``schema``, in a canonical order."""
-    table = pa.Table.from_pylist([r.asDict() for r in df.collect()], schema=schema)
+    table = pa.Table.from_pylist([r.asDict() for r in collect(df)], schema=schema)
     return table.sort_by([(c, "ascending") for c in schema.names])
 
 
@@ -41,7 +42,7 @@ def test_spark_resolve_matches_single_process_with_sweep_isr_and_rejects(spark):
     table = pa.concat_tables([table, malformed_rows(table, 15, seed=3)])
     kw = dict(timeout_ms=[30_000, 300], replica_lag_max_ms=1_500)
     local = replay_table(table, **kw)
-    frames = resolve_all(spark.createDataFrame(table.to_pandas()), **kw)
+    frames = resolve_all(spark.createDataFrame(table), **kw)
     try:
         assert to_arrow(frames.outcomes, OUTCOME_SCHEMA).equals(
             canonical(local.outcomes, OUTCOME_SCHEMA)
@@ -95,7 +96,7 @@ def test_spark_row_checks_match_the_engine_for_every_reason(spark):
     ]
     table = pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
     local = replay_table(table)
-    frames = resolve_all(spark.createDataFrame(table.to_pandas()))
+    frames = resolve_all(spark.createDataFrame(table))
     try:
         spark_rejected = to_arrow(frames.rejected, REJECTED_SCHEMA)
         assert spark_rejected.equals(canonical(local.rejected, REJECTED_SCHEMA))
@@ -114,14 +115,14 @@ def test_spark_row_checks_match_the_engine_for_every_reason(spark):
         assert to_arrow(frames.outcomes, OUTCOME_SCHEMA).equals(
             canonical(local.outcomes, OUTCOME_SCHEMA)
         )
-        assert sorted(r["request_id"] for r in frames.outcomes.collect()) == [1, 7]
+        assert sorted(r["request_id"] for r in collect(frames.outcomes)) == [1, 7]
     finally:
         frames.unpersist()
 
 
 def test_spark_resolve_returns_outcomes(spark):
     table = generate_trace(300, 2, seed=4)
-    df = resolve(spark.createDataFrame(table.to_pandas()))
+    df = resolve(spark.createDataFrame(table))
     assert df.columns == OUTCOME_SCHEMA.names
     assert df.count() == 300
 
@@ -160,14 +161,35 @@ def test_spark_csv_values_that_do_not_cast_are_rejected_not_fatal(spark, tmp_pat
     frames = resolve_all(read_events(spark, str(path)))
     try:
         rejected = sorted(
-            (r["reason"], r["request_id"]) for r in frames.rejected.collect()
+            (r["reason"], r["request_id"]) for r in collect(frames.rejected)
         )
         assert rejected == [("invalid timeout_ms", 3), ("invalid ts_ms", 2)]
-        assert [(r["request_id"], r["done_ms"]) for r in frames.outcomes.collect()] == [
+        assert [(r["request_id"], r["done_ms"]) for r in collect(frames.outcomes)] == [
             (1, 3)
         ]
     finally:
         frames.unpersist()
+
+
+def test_collect_leaves_no_unclosed_socket(spark):
+    """pyspark < 4.2 leaves collect()'s socket to the GC (SPARK-54247)."""
+    import gc
+    import warnings
+
+    df = spark.range(3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rows = collect(df)
+        gc.collect()
+    assert [r["id"] for r in rows] == [0, 1, 2]
+    assert [str(w.message) for w in seen if w.category is ResourceWarning] == []
+    # The guard is still needed where it is on: a bare collect() warns there.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        df.collect()
+        gc.collect()
+    warned = [w for w in seen if w.category is ResourceWarning]
+    assert bool(warned) == leaves_socket_open(), [str(w.message) for w in warned]
 
 
 def test_spark_missing_column_raises_naming_it(spark):
@@ -313,9 +335,9 @@ def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):
     dup = other.set_column(3, "request_id", first.column("request_id"))
     table = pa.concat_tables([table, dup])
     out = str(tmp_path / "out")
-    meta = replay_to(spark.createDataFrame(table.to_pandas()), out)
+    meta = replay_to(spark.createDataFrame(table), out)
     assert sum(m["events"] for m in meta) == table.num_rows - 2
-    rejected = spark.read.parquet(out + "/rejected").collect()
+    rejected = collect(spark.read.parquet(out + "/rejected"))
     assert sorted(r["reason"] for r in rejected) == ["duplicate request_id"] * 2
     local = replay_table(table)
     got = to_arrow(spark.read.parquet(out + "/outcomes"), OUTCOME_SCHEMA)

@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from ._collect import collect
 from ._remote import default_parallelism, is_connect, local_delete
 from .engine import (
     INPUT_COLUMNS,
@@ -479,7 +480,7 @@ def replay_to(
                 (record == "rejected")
                 & (F.col("rejected.reason") == "duplicate request_id")
             )
-        rows = small.where(wanted).collect()
+        rows = collect(small.where(wanted))
         meta_rows = [r for r in rows if r["record"] == "meta"]
         if not check_ids:
             break

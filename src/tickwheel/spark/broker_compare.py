@@ -32,6 +32,8 @@ import math
 import os
 from typing import Any, TextIO
 
+from ._collect import collect
+
 __all__ = [
     "BROKER_COLUMNS",
     "compare",
@@ -151,7 +153,7 @@ def compare(
             "replay_expired": bool(r["replay_expired"]),
             "broker_expired": bool(r["broker_expired"]),
         }
-        for r in _request_frame(events, outcomes).collect()
+        for r in collect(_request_frame(events, outcomes))
     ]
     out = summarize_requests(rows)
     per_partition: dict[str, list[dict[str, Any]]] = {}

@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from ._collect import collect
 from .engine import REJECT_REASONS
 from .validate import InputInfo, inspect_input
 
@@ -103,7 +104,7 @@ def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
 
     def stats(group: list[str]) -> list[dict[str, Any]]:
         completed = F.col("outcome") == "completed"
-        rows = (
+        rows = collect(
             outcomes.groupBy(*group)
             .agg(
                 F.count("*").alias("requests"),
@@ -116,7 +117,6 @@ def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
                 F.max(F.when(completed, F.col("latency_ms"))).alias("max"),
             )
             .orderBy(*group)
-            .collect()
         )
         out = []
         for row in rows:
@@ -249,19 +249,20 @@ def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
     completed = F.col("outcome") == "completed"
     cdf = [
         (r["timeout_ms"], r["q"], r["n"], r["done"], r["at_once"])
-        for r in outcomes.groupBy("timeout_ms")
-        .agg(
-            F.percentile_approx(
-                F.when(completed, F.col("latency_ms")), _QS, 10_000
-            ).alias("q"),
-            F.count("*").alias("n"),
-            F.sum(completed.cast("long")).alias("done"),
-            F.sum((completed & (F.col("latency_ms") == 0)).cast("long")).alias(
-                "at_once"
-            ),
+        for r in collect(
+            outcomes.groupBy("timeout_ms")
+            .agg(
+                F.percentile_approx(
+                    F.when(completed, F.col("latency_ms")), _QS, 10_000
+                ).alias("q"),
+                F.count("*").alias("n"),
+                F.sum(completed.cast("long")).alias("done"),
+                F.sum((completed & (F.col("latency_ms") == 0)).cast("long")).alias(
+                    "at_once"
+                ),
+            )
+            .orderBy("timeout_ms")
         )
-        .orderBy("timeout_ms")
-        .collect()
     ]
     totals, parts, worst = _size_series(sizes)
     paths = [os.path.join(output, n) for n in ("latency_cdf.png", "purgatory_size.png")]
@@ -335,9 +336,9 @@ def _size_series(sizes: Any, top: int = 4) -> tuple[list[Any], list[Any], Any]:
 
     totals = [
         (r[0], r[1], r[2])
-        for r in sizes.groupBy("timeout_ms", "window_start_ms")
-        .agg(F.sum("pending_end"))
-        .collect()
+        for r in collect(
+            sizes.groupBy("timeout_ms", "window_start_ms").agg(F.sum("pending_end"))
+        )
     ]
     if not totals:
         return [], [], None
@@ -347,17 +348,20 @@ def _size_series(sizes: Any, top: int = 4) -> tuple[list[Any], list[Any], Any]:
     )
     ranked = [
         r[0]
-        for r in mine.groupBy("partition")
-        .agg(F.max("pending_end").alias("peak"))
-        .orderBy(F.desc("peak"), "partition")
-        .limit(top)
-        .collect()
+        for r in collect(
+            mine.groupBy("partition")
+            .agg(F.max("pending_end").alias("peak"))
+            .orderBy(F.desc("peak"), "partition")
+            .limit(top)
+        )
     ]
     parts = [
         (r[0], r[1], r[2])
-        for r in mine.where(F.col("partition").isin(ranked))
-        .select("partition", "window_start_ms", "pending_end")
-        .collect()
+        for r in collect(
+            mine.where(F.col("partition").isin(ranked)).select(
+                "partition", "window_start_ms", "pending_end"
+            )
+        )
     ]
     return totals, parts, worst
 
@@ -645,7 +649,7 @@ def _summarize_and_plot(
     outcomes = spark.read.parquet(join(target, "outcomes"))
     rejected = spark.read.parquet(join(target, "rejected"))
     rejected_counts = {
-        r["reason"]: r["count"] for r in rejected.groupBy("reason").count().collect()
+        r["reason"]: r["count"] for r in collect(rejected.groupBy("reason").count())
     }
     progress.done(f"{sum(rejected_counts.values()):,} rejected rows")
 

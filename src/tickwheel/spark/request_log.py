@@ -57,6 +57,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from ._collect import collect
 from .validate import ReplayUsageError
 
 __all__ = [
@@ -614,14 +615,12 @@ def _line_counts(parsed: Any) -> dict[str, Any]:
         F.col("kind") == "FETCH",
         F.when(F.col("replica") >= 0, "follower").otherwise("consumer"),
     )
-    rows = (
-        parsed.groupBy("kind", fetch_from.alias("source"))
-        .agg(
+    rows = collect(
+        parsed.groupBy("kind", fetch_from.alias("source")).agg(
             F.count("*").alias("n"),
             F.min("completed_ms").alias("first"),
             F.max("completed_ms").alias("last"),
         )
-        .collect()
     )
     counts: dict[str, Any] = {"lines": 0, "other_lines": 0, "unparseable": 0}
     by_api: dict[str, int] = {}
@@ -663,19 +662,21 @@ def _table_counts(spark: Any, target: str) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     events = spark.read.parquet(os.path.join(target, "events"))
-    row = events.agg(
-        F.sum((F.col("kind") == "produce").cast("long")).alias("produce_rows"),
-        F.sum((F.col("kind") == "fetch").cast("long")).alias("fetch_rows"),
-        F.countDistinct(
-            F.when(F.col("kind") == "produce", F.col("log_request_id"))
-        ).alias("produce_requests"),
-        F.sum((F.col("broker_error_code") == REQUEST_TIMED_OUT).cast("long")).alias(
-            "timed_out_rows"
-        ),
-        F.countDistinct("partition").alias("partitions"),
-        F.countDistinct("replica").alias("followers"),
-    ).first()
-    by_partition = (
+    (row,) = collect(
+        events.agg(
+            F.sum((F.col("kind") == "produce").cast("long")).alias("produce_rows"),
+            F.sum((F.col("kind") == "fetch").cast("long")).alias("fetch_rows"),
+            F.countDistinct(
+                F.when(F.col("kind") == "produce", F.col("log_request_id"))
+            ).alias("produce_requests"),
+            F.sum((F.col("broker_error_code") == REQUEST_TIMED_OUT).cast("long")).alias(
+                "timed_out_rows"
+            ),
+            F.countDistinct("partition").alias("partitions"),
+            F.countDistinct("replica").alias("followers"),
+        )
+    )
+    by_partition = collect(
         events.groupBy("partition")
         .agg(
             F.sum((F.col("kind") == "produce").cast("long")).alias("p"),
@@ -685,12 +686,11 @@ def _table_counts(spark: Any, target: str) -> dict[str, Any]:
         .orderBy("partition")
         .select("partition")
         .limit(1000)
-        .collect()
     )
     skipped = spark.read.parquet(os.path.join(target, "skipped"))
     reasons = {
         r["reason"]: r["count"]
-        for r in skipped.groupBy("reason").count().orderBy(F.desc("count")).collect()
+        for r in collect(skipped.groupBy("reason").count().orderBy(F.desc("count")))
     }
     return {
         "events": {k: row[k] or 0 for k in row.asDict()},
