@@ -24,10 +24,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "spark: needs pyspark and a JVM (session fixture)"
     )
-    config.addinivalue_line(
-        "markers",
-        "cluster: starts a Spark standalone cluster on 127.0.0.1 (minutes)",
-    )
     # Targeted: pyspark's own deprecation noise on import/arrow paths, which
     # filterwarnings=error would turn into failures of our tests.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pyspark.*")
