@@ -148,3 +148,23 @@ def test_large_buckets_expire_in_the_same_order_on_both_cores(wheel_size):
     assert compiled == pure
     assert sorted(i for _, i in compiled) == sorted(set(range(len(delays))) - cancel)
     assert all(t >= delays[i] for t, i in compiled)  # never early
+
+
+def test_poll_merges_tasks_due_when_added_by_expiration(timers):
+    # asyncio's nested timeout_at(d) (CPython's test_nested_timeouts): the
+    # outer callback is on the wheel for d; the inner one is added once d has
+    # passed, so it is ready at once.  The poll at d must run the outer one
+    # first (added first, same expiration), and a ready task due later than
+    # a polled one after it.
+    core = timers.core.TimerCore(manual=True)
+    outer = timers.TimerTask(10, print)
+    later = timers.TimerTask(12, print)
+    core.add(outer)
+    core.add(later)
+    core.now_ns = 11_000_000  # 10 is due, 12 not; nothing polled yet
+    inner = timers.TimerTask(-1, print)  # due at 10: same expiration as outer
+    core.add(inner)
+    assert inner.state == "expired" and outer.state == "pending"
+    core.now_ns = 13_000_000
+    assert core.poll(core.now_ms) == [outer, inner, later]
+    core._check()

@@ -1022,6 +1022,20 @@ cdef inline bint _drop_ready(list ready, TimerTask task) except -1:
     return False
 
 
+_EXPIRATION = operator.attrgetter("expiration_ms")
+
+
+def _in_expiration_order(list tasks, Py_ssize_t n_ready):
+    """The ready tasks (the first ``n_ready``) merged into the polled ones.
+
+    By expiration; on a tie the polled task goes first, because it was added
+    earlier: it was not yet due when added, the ready one already was.
+    """
+    cdef list merged = tasks[n_ready:] + tasks[:n_ready]
+    merged.sort(key=_EXPIRATION)
+    return merged
+
+
 cdef class TimerCore:
     """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
 
@@ -1305,6 +1319,7 @@ cdef class TimerCore:
         cdef bint have_last = False
         cdef Py_ssize_t n, i
         cdef PyObject **nodes
+        cdef Py_ssize_t n_ready = len(expired)
         self._ready = fresh
         while heap:
             head = (<TimerTaskList>heap[0])._expiration_ms
@@ -1363,6 +1378,8 @@ cdef class TimerCore:
                 finally:
                     free(nodes)
             bucket._has_expiration = False
+        if n_ready and len(expired) > n_ready:
+            return _in_expiration_order(expired, n_ready)
         return expired
 
     @property

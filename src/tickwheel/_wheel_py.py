@@ -837,6 +837,20 @@ class TimingWheel:
         )
 
 
+_EXPIRATION = operator.attrgetter("expiration_ms")
+
+
+def _in_expiration_order(tasks: list[TimerTask], n_ready: int) -> list[TimerTask]:
+    """The ready tasks (the first ``n_ready``) merged into the polled ones.
+
+    By expiration; on a tie the polled task goes first, because it was added
+    earlier: it was not yet due when added, the ready one already was.
+    """
+    merged = tasks[n_ready:] + tasks[:n_ready]
+    merged.sort(key=_EXPIRATION)
+    return merged
+
+
 class TimerCore:
     """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
 
@@ -1096,6 +1110,7 @@ class TimerCore:
         """
         with _LOCK:
             expired = self._ready
+            n_ready = len(expired)
             self._ready = []
             queue = self._queue
             wheel = self._wheel
@@ -1120,6 +1135,8 @@ class TimerCore:
                         expired.append(node)  # type: ignore[arg-type]
                     node = root._next
                 bucket._expiration_ms = None
+            if n_ready and len(expired) > n_ready:
+                return _in_expiration_order(expired, n_ready)
             return expired
 
     @property
