@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import sys
 import time
 from asyncio import coroutines as _coroutines
@@ -84,7 +85,8 @@ _uses_monotonic_clock: Any = None
 
 _get_running_loop = _events._get_running_loop
 _iscoroutine = _coroutines.iscoroutine
-_iscoroutinefunction = _coroutines.iscoroutinefunction
+# inspect's, not asyncio.coroutines': 3.14 deprecates that one (gone in 3.16).
+_iscoroutinefunction = inspect.iscoroutinefunction
 _THREAD_MESSAGE = (
     "Non-thread-safe operation invoked on an event loop other than the current one"
 )
@@ -348,7 +350,7 @@ def run(
     if sys.version_info >= (3, 11):
         with asyncio.Runner(debug=debug, loop_factory=factory) as runner:
             return runner.run(main)
-    return _run_legacy(main, debug, factory)  # pragma: no cover (3.9, 3.10)
+    return _run_legacy(main, debug, factory)  # pragma: no cover (3.10)
 
 
 def _run_legacy(
@@ -391,7 +393,13 @@ class EventLoopPolicy(_PolicyBase):  # type: ignore[misc]
 
     ``asyncio.set_event_loop_policy(EventLoopPolicy())`` switches every
     ``asyncio.run``, ``asyncio.new_event_loop`` and ``unittest`` async test
-    to the wheel (where policies still exist: deprecated in Python 3.14).
+    to the wheel.  Event loop policies are deprecated from Python 3.14 and
+    removed in 3.16: there, looking this name up in
+    :mod:`tickwheel.compat_asyncio` gives the DeprecationWarning that
+    ``asyncio.DefaultEventLoopPolicy`` gives, and it is not in ``__all__``.
+    Prefer a loop factory: ``asyncio.run(main(), loop_factory=new_event_loop)``,
+    ``asyncio.Runner(loop_factory=...)``,
+    ``IsolatedAsyncioTestCase.loop_factory`` (3.13+) or :func:`run`.
 
     :param loop_class: the base event loop class (see :func:`new_event_loop`)
     :raises TypeError: if ``loop_class`` is not an AbstractEventLoop subclass
