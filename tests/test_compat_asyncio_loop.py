@@ -14,8 +14,10 @@ import gc
 import sys
 import threading
 import time
+import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +40,28 @@ BASES = [
 ]
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+# Event loop policies are deprecated from 3.14 (removed in 3.16): there every
+# use of one warns, asyncio's own and tw.EventLoopPolicy alike.
+POLICIES_DEPRECATED = sys.version_info >= (3, 14)
+
+
+def _warnings_of(use: Callable[[], object]) -> list[str]:
+    """Run ``use``; the warnings it gave, as 'Category: message (file)'."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        use()
+    return [
+        f"{w.category.__name__}: {w.message} ({Path(w.filename).name})" for w in caught
+    ]
+
+
+def _policy_class() -> Any:
+    """tw.EventLoopPolicy, taking the DeprecationWarning 3.14+ gives for it."""
+    if not POLICIES_DEPRECATED:
+        return tw.EventLoopPolicy
+    with pytest.warns(DeprecationWarning, match="EventLoopPolicy' is deprecated"):
+        return tw.EventLoopPolicy
 
 
 def _base_class(name: str | None) -> type[asyncio.AbstractEventLoop] | None:
@@ -72,7 +96,9 @@ def _now(loop: asyncio.AbstractEventLoop) -> float:
 def test_new_event_loop_subclasses_base(
     loop: asyncio.AbstractEventLoop, base: type[asyncio.AbstractEventLoop] | None
 ) -> None:
-    expected = base or asyncio.DefaultEventLoopPolicy._loop_factory  # type: ignore[attr-defined]
+    reference = asyncio.new_event_loop()  # asyncio's default loop class
+    reference.close()
+    expected = base or type(reference)
     assert isinstance(loop, expected)
     assert isinstance(loop, _TickwheelLoop)
     # One class per base class, and a tickwheel class is taken as it is.
@@ -341,8 +367,9 @@ def test_bad_timer_arguments_raise_naming_them(
 def test_bad_loop_class_raises_naming_it(bad: Any) -> None:
     with pytest.raises(TypeError, match="loop_class must be an asyncio"):
         tw.new_event_loop(bad)
+    policy_class = _policy_class()
     with pytest.raises(TypeError, match="loop_class must be"):
-        tw.EventLoopPolicy(loop_class=bad)
+        policy_class(loop_class=bad)
     coro = asyncio.sleep(0)
     with pytest.raises(TypeError, match="loop_class must be"):
         tw.run(coro, loop_class=bad)
@@ -398,12 +425,39 @@ def test_runner_loop_factory(base: type[asyncio.AbstractEventLoop] | None) -> No
         assert asyncio.run(_loop_kind(), loop_factory=factory)[2]  # type: ignore[call-arg]
 
 
+@pytest.mark.skipif(sys.version_info < (3, 13), reason="loop_factory is 3.13+")
+def test_isolated_test_case_loop_factory(
+    base: type[asyncio.AbstractEventLoop] | None,
+) -> None:
+    import unittest
+
+    kinds: list[tuple[type[Any], bool, bool]] = []
+
+    class Case(unittest.IsolatedAsyncioTestCase):
+        loop_factory = staticmethod(lambda: tw.new_event_loop(base))
+
+        async def test_kind(self) -> None:
+            kinds.append(await _loop_kind())
+
+    result = unittest.TestResult()
+    Case("test_kind").run(result)
+    assert result.wasSuccessful(), result.errors + result.failures
+    assert len(kinds) == 1 and kinds[0][2]  # a tickwheel loop
+    assert kinds[0][1]  # in debug mode, as IsolatedAsyncioTestCase asks
+
+
 def test_policy_makes_tickwheel_loops(
     base: type[asyncio.AbstractEventLoop] | None,
 ) -> None:
-    old = asyncio.get_event_loop_policy()
-    policy = tw.EventLoopPolicy(loop_class=base)
-    asyncio.set_event_loop_policy(policy)
+    # Policies still work on 3.10-3.15; on 3.14+ each policy call warns
+    # (checked against asyncio's own policy in the next test).
+    with warnings.catch_warnings():
+        if POLICIES_DEPRECATED:
+            warnings.filterwarnings(
+                "ignore", ".* is deprecated and slated for removal in Python 3.16"
+            )
+        policy = tw.EventLoopPolicy(loop_class=base)
+        asyncio.set_event_loop_policy(policy)
     try:
         assert asyncio.run(_loop_kind())[2]
         loop = asyncio.new_event_loop()
@@ -413,7 +467,57 @@ def test_policy_makes_tickwheel_loops(
         finally:
             loop.close()
     finally:
-        asyncio.set_event_loop_policy(old)
+        with warnings.catch_warnings():
+            if POLICIES_DEPRECATED:
+                warnings.filterwarnings("ignore", category=DeprecationWarning)
+            asyncio.set_event_loop_policy(None)
+
+
+def test_policy_warns_exactly_as_asyncio_policy(
+    base: type[asyncio.AbstractEventLoop] | None,
+) -> None:
+    # The same program with asyncio's default policy and with tickwheel's:
+    # the same warnings (none before 3.14), with the policy's name swapped.
+    def with_asyncio() -> None:
+        from asyncio import DefaultEventLoopPolicy
+
+        asyncio.set_event_loop_policy(DefaultEventLoopPolicy())
+        asyncio.run(_loop_kind())
+        asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+        asyncio.set_event_loop_policy(None)
+
+    def with_tickwheel() -> None:
+        from tickwheel.compat_asyncio import EventLoopPolicy
+
+        asyncio.set_event_loop_policy(EventLoopPolicy(loop_class=base))
+        asyncio.run(_loop_kind())
+        asyncio.set_event_loop_policy(tw.EventLoopPolicy(loop_class=base))
+        asyncio.set_event_loop_policy(None)
+
+    want = _warnings_of(with_asyncio)
+    got = _warnings_of(with_tickwheel)
+    assert got == [
+        w.replace("asyncio.DefaultEventLoopPolicy", f"{tw.__name__}.EventLoopPolicy")
+        for w in want
+    ]
+    assert ("EventLoopPolicy" in tw.__all__) == (
+        "DefaultEventLoopPolicy" in asyncio.__all__
+    )
+    if POLICIES_DEPRECATED:
+        here = Path(__file__).name
+        assert got == [
+            f"DeprecationWarning: '{name}' is deprecated and slated for removal "
+            f"in Python 3.16 ({here})"
+            for name in (
+                "tickwheel.compat_asyncio.EventLoopPolicy",
+                "asyncio.set_event_loop_policy",
+                "tickwheel.compat_asyncio.EventLoopPolicy",
+                "asyncio.set_event_loop_policy",
+                "asyncio.set_event_loop_policy",
+            )
+        ]
+    else:
+        assert want == []
 
 
 def test_loop_and_wheel_are_collected() -> None:

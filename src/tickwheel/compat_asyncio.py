@@ -82,10 +82,11 @@ import contextvars
 import enum
 import math
 import sys
+import warnings
 import weakref
 from asyncio import events as _events
 from types import TracebackType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._impl import (
     DEFAULT_TICK_MS,
@@ -795,6 +796,31 @@ def timeout_at(when: float | None) -> Timeout:
 
 
 # The event loop whose own call_later/call_at use the wheel (issue 19).
-from ._asyncio_loop import EventLoopPolicy, new_event_loop, run  # noqa: E402
+from ._asyncio_loop import new_event_loop, run  # noqa: E402
 
-__all__ += ["EventLoopPolicy", "new_event_loop", "run"]
+__all__ += ["new_event_loop", "run"]
+
+# Event loop policies are deprecated from Python 3.14 and gone in 3.16.  There
+# asyncio's DefaultEventLoopPolicy warns when it is looked up and has left
+# asyncio.__all__; EventLoopPolicy does the same with the same warning, so
+# `asyncio.set_event_loop_policy(tw.EventLoopPolicy())` warns exactly as
+# `asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())` does.
+if TYPE_CHECKING or sys.version_info < (3, 14):
+    from ._asyncio_loop import EventLoopPolicy  # noqa: E402
+
+    __all__ += ["EventLoopPolicy"]
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "EventLoopPolicy":
+            # warnings._deprecated's message, as asyncio.__getattr__ gives it.
+            warnings.warn(
+                f"{__name__ + '.' + name!r} is deprecated and slated for "
+                "removal in Python 3.16",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            from ._asyncio_loop import EventLoopPolicy
+
+            return EventLoopPolicy
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
