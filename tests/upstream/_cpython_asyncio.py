@@ -1,14 +1,35 @@
 """Run CPython's own asyncio tests (``test.test_asyncio``) on the tickwheel loop.
 
 The ports in ``test_cpython_asyncio_*.py`` import the upstream test classes
-from the running interpreter's ``Lib/test/test_asyncio/`` (so 3.11, 3.12 and
-3.13 each run their own version, test names unchanged) and run them with
-:func:`tickwheel_policy` installed: every loop that ``asyncio.run``,
-``asyncio.Runner``, ``IsolatedAsyncioTestCase`` or ``asyncio.new_event_loop``
-makes is a tickwheel event loop, so every ``call_later``/``call_at`` of the
-tests and of asyncio itself (``sleep``, ``wait_for``, ``timeout``) runs on the
-wheel.  With ``--upstream-target=stdlib`` the same tests run under asyncio's
-own policy, which checks the port itself.
+from the running interpreter's own ``test`` package (``Lib/test/test_asyncio/``;
+Debian ships it as ``libpython3.X-testsuite``), so 3.10 to 3.15 each run their
+own version, test names and bodies unchanged, and :func:`loop_fixture` runs
+every test on tickwheel event loops:
+
+* ``IsolatedAsyncioTestCase`` on 3.13+ (it has ``loop_factory``): the test
+  instance's ``loop_factory`` becomes a factory of tickwheel loops.  If the
+  upstream class has a ``loop_factory`` of its own (3.13.x and 3.14+'s
+  ``test_taskgroups``: ``asyncio.EventLoop``, and for
+  ``TestEagerTaskTaskGroup`` an ``asyncio.EventLoop`` with the eager task
+  factory), each tickwheel loop gets the task factory the upstream one made.
+  No event loop policy is touched (policies are deprecated from 3.14).
+* ``IsolatedAsyncioTestCase`` before 3.13 (no ``loop_factory``): a
+  ``tw.EventLoopPolicy`` is installed for the test; policies are not
+  deprecated there.
+* ``test_events``' real-loop tests: the port's ``create_event_loop`` calls
+  the same factory.
+
+Every loop the factory makes is recorded, and the fixture fails a test that
+made none, so a test cannot pass on asyncio's own loop by accident.  With
+``--upstream-target=stdlib`` the same tests run on asyncio's (or uvloop's)
+own loops, which checks the port itself.
+
+A module or class that cannot be loaded fails (a collection error), never a
+skip: CI must not go green on an interpreter without its ``test`` package.
+``load(name, since=...)`` returns None only for a module that interpreter
+version does not have (``test_timeouts`` and ``test_taskgroups`` are new in
+3.11); ``test_cpython_asyncio_loaded.py`` checks that each one is really
+absent there and present everywhere else.
 
 A deliberate difference is an entry in a port's ``SKIPS`` (test name ->
 reason), skipped on tickwheel only; everything else must pass.
@@ -18,76 +39,157 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Iterator
+import sys
+import sysconfig
+import unittest
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from tickwheel import compat_asyncio as tw
-from tickwheel._asyncio_loop import _TickwheelLoop
+from tickwheel._asyncio_loop import EventLoopPolicy, _TickwheelLoop
+
+# unittest.IsolatedAsyncioTestCase.loop_factory is new in 3.13.
+HAS_LOOP_FACTORY = hasattr(unittest.IsolatedAsyncioTestCase, "loop_factory")
+
+# The upstream modules the ports import, and the version each is new in.
+MODULES: dict[str, tuple[int, int] | None] = {
+    "test_events": None,
+    "test_waitfor": None,
+    "test_timeouts": (3, 11),
+    "test_taskgroups": (3, 11),
+}
 
 
-def load(name: str, since: tuple[int, int] | None = None) -> ModuleType:
-    """``test.test_asyncio.<name>`` of this interpreter, or skip the port module."""
-    import sys
+def load(name: str) -> ModuleType | None:
+    """``test.test_asyncio.<name>`` of this interpreter's own stdlib.
 
+    :return: the module, or None if this Python version has no such module
+    :raises ImportError: if the module should exist but cannot be imported
+        (e.g. a distribution without its ``test`` package): the port then
+        fails to collect, which fails the run
+    """
+    since = MODULES[name]
     if since is not None and sys.version_info < since:
-        pytest.skip(
-            f"{name} is new in Python {since[0]}.{since[1]}", allow_module_level=True
+        return None
+    module = importlib.import_module(f"test.test_asyncio.{name}")
+    stdlib = Path(sysconfig.get_path("stdlib")).resolve()
+    where = Path(str(module.__file__)).resolve()
+    if stdlib not in where.parents:
+        raise ImportError(
+            f"test.test_asyncio.{name} comes from {where}, not from this "
+            f"interpreter's stdlib {stdlib}"
         )
-    try:
-        return importlib.import_module(f"test.test_asyncio.{name}")
-    except ImportError as exc:  # e.g. a distribution without the test package
-        pytest.skip(
-            f"CPython's test package is not installed: {exc}", allow_module_level=True
-        )
+    return module
 
 
-class RecordingPolicy(tw.EventLoopPolicy):
-    """tw.EventLoopPolicy that remembers the loops it made."""
+class Loops:
+    """Makes the loops of one test and remembers them."""
 
-    def __init__(self, loop_class: Any = None) -> None:
-        super().__init__(loop_class=loop_class)
+    def __init__(self, loop_class: Any = None, tickwheel: bool = True) -> None:
+        self.loop_class = loop_class
+        self.tickwheel = tickwheel
         self.made: list[asyncio.AbstractEventLoop] = []
 
+    def factory(
+        self, upstream: Callable[[], asyncio.AbstractEventLoop] | None = None
+    ) -> Callable[[], asyncio.AbstractEventLoop]:
+        """A loop factory; ``upstream``: the test class's own loop_factory."""
+
+        def make() -> asyncio.AbstractEventLoop:
+            if self.tickwheel:
+                loop = tw.new_event_loop(self.loop_class)
+            else:
+                loop = self.loop_class()
+            self.made.append(loop)
+            if upstream is not None:
+                loop.set_task_factory(_task_factory_of(upstream))
+            return loop
+
+        return make
+
+
+def _task_factory_of(upstream: Callable[[], asyncio.AbstractEventLoop]) -> Any:
+    """The task factory of the loop the upstream ``loop_factory`` makes.
+
+    Upstream's factories make asyncio's default loop and at most set a task
+    factory on it; anything else fails here, to be looked at.
+    """
+    reference = upstream()
+    try:
+        expected = getattr(asyncio, "EventLoop", None)
+        if type(reference) is not expected:
+            raise AssertionError(
+                f"upstream's loop_factory {upstream!r} made a "
+                f"{type(reference).__qualname__}, not asyncio.EventLoop: "
+                "review the port"
+            )
+        return reference.get_task_factory()
+    finally:
+        reference.close()
+
+
+class _RecordingPolicy(EventLoopPolicy):  # type: ignore[misc]
+    """tw.EventLoopPolicy whose new loops come from ``loops`` (before 3.13)."""
+
+    def __init__(self, loops: Loops) -> None:
+        super().__init__(loop_class=loops.loop_class)
+        self._loops = loops
+
     def new_event_loop(self) -> asyncio.AbstractEventLoop:
-        loop = super().new_event_loop()
-        self.made.append(loop)
-        return loop
+        return self._loops.factory()()
 
 
-def policy_fixture(
+def loop_fixture(
     request: pytest.FixtureRequest,
     skips: dict[str, str],
     loop_class: Any = None,
+    stdlib_loop_class: Any = None,
     stdlib_policy: Any = None,
-) -> Iterator[Any]:
-    """Install the policy for one upstream test; check the test used its loops.
+) -> Iterator[Loops | None]:
+    """Run one upstream test on tickwheel loops; check it used them.
 
     :param loop_class: the base loop class of the tickwheel loops
-    :param stdlib_policy: the policy class of ``--upstream-target=stdlib``
-        (default: asyncio's)
+    :param stdlib_loop_class: with ``--upstream-target=stdlib``, the loop
+        class to run on instead of upstream's (e.g. ``uvloop.Loop``)
+    :param stdlib_policy: the same before 3.13, as a policy class
     """
     stdlib = request.config.getoption("--upstream-target") == "stdlib"
     name = request.node.name
     if not stdlib and name in skips:
         pytest.skip(skips[name])
-    policy: Any
-    if stdlib:
-        policy = (stdlib_policy or asyncio.DefaultEventLoopPolicy)()
+    instance = request.instance
+    loops: Loops | None = None
+    if not stdlib:
+        loops = Loops(loop_class)
+    elif stdlib_loop_class is not None:
+        loops = Loops(stdlib_loop_class, tickwheel=False)
+    if isinstance(instance, unittest.IsolatedAsyncioTestCase) and not HAS_LOOP_FACTORY:
+        policy: Any = None
+        if loops is not None and loops.tickwheel:
+            policy = _RecordingPolicy(loops)
+        elif stdlib_policy is not None:
+            policy = stdlib_policy()
+        asyncio.set_event_loop_policy(policy)  # not deprecated before 3.14
+        try:
+            yield loops
+        finally:
+            asyncio.set_event_loop_policy(None)
     else:
-        policy = RecordingPolicy(loop_class)
-    asyncio.set_event_loop_policy(policy)
-    try:
-        yield policy
-    finally:
-        asyncio.set_event_loop_policy(None)  # what the modules' tearDownModule do
-    if stdlib:
+        if loops is not None:
+            upstream = getattr(type(instance), "loop_factory", None)
+            # An instance attribute: no method binding, and the class (shared
+            # with the other ports importing it) is left as it is.
+            instance.loop_factory = loops.factory(upstream)
+        yield loops
+    if loops is None or not loops.tickwheel:
         return
     # Proof that the test ran on tickwheel loops, and that none leaked.
-    assert policy.made, "the test made no event loop through the policy"
-    for loop in policy.made:
+    assert loops.made, "the test made no tickwheel event loop"
+    for loop in loops.made:
         assert isinstance(loop, _TickwheelLoop)
         if not loop.is_closed():
             loop.close()

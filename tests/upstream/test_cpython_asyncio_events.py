@@ -5,9 +5,9 @@
 (``test_call_later``, ``test_run_until_complete``, ``test_timeout_rounding``),
 ``call_soon(_threadsafe)``, executors, signals, sockets, SSL, pipes and
 subprocesses.  Upstream makes each loop with ``asyncio.SelectorEventLoop(...)``;
-the port makes it with ``asyncio.new_event_loop()``, so it comes from the
-installed policy: the default loop (epoll on Linux) with tickwheel's timers,
-or asyncio's own with ``--upstream-target=stdlib``.  ``HandleTests`` and
+the port makes a tickwheel loop over the default loop class (epoll on Linux)
+through ``_cpython_asyncio``'s factory, or upstream's own loop with
+``--upstream-target=stdlib``.  ``HandleTests`` and
 ``TimerTests`` test asyncio's own handle classes, not a loop, and are not run.
 """
 
@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from ._cpython_asyncio import load, policy_fixture
+from ._cpython_asyncio import load, loop_fixture
 
 upstream = load("test_events")
+assert upstream is not None
 
 # Upstream's class for the platform's default loop (with its own skips).
 _NAMES = ("ProactorEventLoopTests",) if sys.platform == "win32" else ()
@@ -31,10 +32,14 @@ _Base: Any = next(getattr(upstream, n) for n in _NAMES if hasattr(upstream, n))
 
 
 class EventLoopTests(_Base):  # type: ignore[misc]
-    """Upstream's real-loop tests; the loop comes from the installed policy."""
+    """Upstream's real-loop tests; the loop comes from ``loop_fixture``."""
+
+    loop_factory: Any = None  # set per test by loop_fixture
 
     def create_event_loop(self) -> asyncio.AbstractEventLoop:
-        return asyncio.new_event_loop()
+        if self.loop_factory is None:  # --upstream-target=stdlib
+            return super().create_event_loop()  # type: ignore[no-any-return]
+        return self.loop_factory()  # type: ignore[no-any-return]
 
 
 del _Base  # pytest would collect the upstream class under this name too
@@ -43,5 +48,5 @@ SKIPS: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
-def _policy(request: pytest.FixtureRequest) -> Iterator[Any]:
-    yield from policy_fixture(request, SKIPS)
+def _loops(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from loop_fixture(request, SKIPS)

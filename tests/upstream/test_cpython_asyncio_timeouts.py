@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from ._cpython_asyncio import load, policy_fixture
+from ._cpython_asyncio import load, loop_fixture
 
-upstream = load("test_timeouts", since=(3, 11))
-TimeoutTests = upstream.TimeoutTests
+upstream = load("test_timeouts")
+if upstream is not None:  # None on 3.10 (no asyncio.timeout)
+    TimeoutTests = upstream.TimeoutTests
 
 SKIPS: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
-def _policy(request: pytest.FixtureRequest) -> Iterator[Any]:
-    yield from policy_fixture(request, SKIPS)
+def _loops(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from loop_fixture(request, SKIPS)

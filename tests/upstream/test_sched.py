@@ -19,8 +19,7 @@ Every upstream test is here under its own name, in its upstream class
   a non-daemon one would hang the whole test run at exit.
 
 No test is skipped: tickwheel's scheduler passes all of them, on every
-Python.  Against the stdlib on 3.9, ``test_cancel_correct_event`` (bpo-19270,
-fixed in 3.10) is a strict expected failure.
+Python, and so does the stdlib's.
 """
 
 import queue
@@ -81,17 +80,6 @@ def _target(
 ) -> None:
     module: ModuleType = sched if upstream_target == "stdlib" else compat_sched
     request.instance.sched = module
-    if (
-        module is sched
-        and "sequence" not in sched.Event._fields
-        and request.function.__name__ == "test_cancel_correct_event"
-    ):
-        # The bpo-19270 fix (and this test) came with 3.10's sequence field;
-        # 3.9's cancel() removes the first event of equal (time, priority).
-        # Strict: the day 3.9's stdlib passed, this would fail.
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="bpo-19270 is fixed in 3.10")
-        )
 
 
 class TestCase(unittest.TestCase):
