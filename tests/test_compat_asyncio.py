@@ -412,7 +412,7 @@ class TestAsyncioContract:
         assert run(main()) == expected
 
     def test_asyncio_timeout_error_is_both_timeout_errors(self, impl: Any) -> None:
-        # One class since 3.11; on 3.9/3.10 tickwheel raises a subclass of
+        # One class since 3.11; on 3.10 tickwheel raises a subclass of
         # both, so `except asyncio.TimeoutError` (async-timeout, wait_for)
         # and `except TimeoutError` (3.11 code) both catch it.
         async def main() -> BaseException:

@@ -38,13 +38,6 @@ class FakeClock:
 
 Factory = Callable[..., Any]
 
-# Python 3.10 gave sched.Event a ``sequence`` field and made events with equal
-# time and priority run in the order they were entered.  On 3.9 the stdlib's
-# heap leaves such ties in no set order; tickwheel's scheduler runs them in
-# entry order there too (a documented difference, see compat_sched), so the
-# contract tests expect 3.9's stdlib to agree only up to the order of ties.
-STDLIB_TIES_IN_ENTRY_ORDER = "sequence" in sched.Event._fields
-
 
 @pytest.fixture(params=["stdlib", "tickwheel"])
 def make(request: pytest.FixtureRequest) -> Factory:
@@ -78,10 +71,7 @@ class TestSchedulerContract:
         check(s)
         assert s.run() is None
         expected = ["t1 p5", "t1.5", "t2 p0", "t2 p1 first", "t2 p1 second"]
-        if STDLIB_TIES_IN_ENTRY_ORDER or isinstance(s, compat_sched.scheduler):
-            assert out == expected
-        else:  # 3.9's sched: the two (2, 1) events in either order
-            assert out[:3] == expected[:3] and sorted(out[3:]) == expected[3:]
+        assert out == expected
         assert clock.now == 2
         check(s)
 
@@ -216,11 +206,7 @@ class TestSchedulerContract:
             s.enterabs(t, p, print)
         q = s.queue
         assert [(e.time, e.priority) for e in q] == [(1, 0), (1, 1), (2, 0), (3, 0)]
-        if STDLIB_TIES_IN_ENTRY_ORDER or not isinstance(s, compat_sched.scheduler):
-            assert all(type(e) is sched.Event for e in q)
-        else:  # 3.9: a sched.Event that also carries the sequence cancel() uses
-            assert all(isinstance(e, sched.Event) for e in q)
-            assert [type(e).__name__ for e in q] == ["Event"] * 4
+        assert all(type(e) is sched.Event for e in q)
         assert s.queue is not q and not s.empty()
 
     def test_sched_empty(self, make: Factory) -> None:
@@ -269,23 +255,12 @@ def test_sched_model_matches_stdlib(
     log_ref: list[int] = []
     log_ours: list[int] = []
     pairs: list[tuple[Any, Any]] = []
-    used: set[tuple[Any, int]] = set()
 
     def queue_view(s: Any) -> list[Any]:
-        if STDLIB_TIES_IN_ENTRY_ORDER:
-            return [e[:3] for e in s.queue]  # (time, priority, sequence)
-        return [(e.time, e.priority, e.argument) for e in s.queue]
+        return [e[:3] for e in s.queue]  # (time, priority, sequence)
 
     for i, (op, a, b) in enumerate(ops):
         if op == "enter":
-            if not STDLIB_TIES_IN_ENTRY_ORDER:
-                # 3.9's sched.Event compares (time, priority) only, so its
-                # cancel() may remove another event of the same key and ties
-                # run in no set order: keep keys unique there (ties are
-                # checked by the contract tests and the deviation test).
-                while (a, b) in used:
-                    b += 3
-                used.add((a, b))
             pairs.append(
                 (
                     ref.enterabs(a, b, log_ref.append, (i,)),
@@ -316,9 +291,8 @@ def test_sched_model_matches_stdlib(
 # -- tickwheel only: documented deviations and bad input ------------------------
 
 
-def test_sched_ties_run_in_entry_order_on_every_python() -> None:
-    # sched's rule since 3.10, kept on 3.9, whose heap runs ties in no set
-    # order (documented in compat_sched).
+def test_sched_ties_run_in_entry_order() -> None:
+    # sched's rule since 3.10, with 40 ties (the contract test has two).
     clock = FakeClock()
     s = compat_sched.scheduler(clock.time, clock.sleep)
     out: list[int] = []

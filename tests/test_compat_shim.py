@@ -23,9 +23,13 @@ pytestmark = pytest.mark.c_extension
 HEADER = Path(__file__).resolve().parents[1] / "src" / "tickwheel" / "_compat.h"
 
 # The CPythons _compat.h's guards were built and tested on (issue 18: 3.9 to
-# 3.13 here; 3.14 takes the same branches as 3.13).  A newer one must be
-# checked by hand (its public API may have changed) before it is added.
-CHECKED = ((3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14))
+# 3.13; 3.14 takes the same branches as 3.13).  Issue 25 checked 3.15.2's
+# headers: PyTime_MonotonicRaw, PyType_GetDict, PyWeakref_GetRef, the
+# tp_alloc/tp_free slots, PyType_GenericAlloc, PyObject_Init/Free/GC_Del and
+# Py_TPFLAGS_MANAGED_DICT/WEAKREF are unchanged; PyWeakref_GetObject, used
+# only below 3.13, is gone.  A newer one must be checked by hand (its public
+# API may have changed) before it is added.
+CHECKED = ((3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15))
 
 
 def test_compat_shim_python_is_checked() -> None:
@@ -97,7 +101,11 @@ def test_compat_shim_purgatory_needs_the_gil() -> None:
 
 def test_compat_shim_header_guards() -> None:
     text = HEADER.read_text()
-    assert "#error" in text and "PY_VERSION_HEX < 0x03090000" in text
+    assert "#error" in text and "PY_VERSION_HEX < 0x030A0000" in text
+    # 3.15 removed PyWeakref_GetObject: only the pre-3.13 branch may name it.
+    before, sep, after = text.partition("#if PY_VERSION_HEX >= 0x030D0000\n    PyObject *obj")
+    assert sep and "PyWeakref_GetObject(ref)" not in before
+    assert after.index("PyWeakref_GetObject(ref)") > after.index("#else")
     # No private CPython API behind any guard.
     for private in ("_PyTime_", "ob_digit", "_PyLong", "__pyx_"):
         assert private not in text, private

@@ -631,7 +631,7 @@ def test_pack_ids_round_trips_every_int64_and_is_small():
 def test_arrow_sort_indices_places_nulls_on_the_installed_pyarrow():
     # pyarrow < 25 takes only (name, order) keys and 25+ warns about the
     # SortOptions-wide null_placement (an error here): the shim must pick the
-    # form the installed release wants (Python 3.9's newest pyarrow is 21).
+    # form the installed release wants (the extra accepts pyarrow 16 on).
     from tickwheel.spark import _arrow
 
     table = pa.table({"a": [1, None, 1, 0], "b": [2, 0, None, 5]})

@@ -39,8 +39,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x03090000
-#error "tickwheel's compiled core needs CPython 3.9 or newer"
+#if PY_VERSION_HEX < 0x030A0000
+#error "tickwheel's compiled core needs CPython 3.10 or newer"
 #endif
 #if defined(PYPY_VERSION) || defined(Py_LIMITED_API)
 #error "tickwheel's compiled core needs CPython's full C API (no PyPy, no limited API)"
@@ -189,7 +189,8 @@ static inline Py_ssize_t tw_freelist_size(void) { return tw_freecount; }
 /* -- weak references -------------------------------------------------------- */
 /* The referent of a weakref.ref as a new reference, or NULL if it is dead
    (never with an exception set): PyWeakref_GetRef on 3.13+, where
-   PyWeakref_GetObject (a borrowed reference) is deprecated. */
+   PyWeakref_GetObject (a borrowed reference) is deprecated; 3.15 removed it
+   from the headers, so it must stay behind this guard. */
 static inline PyObject *tw_weakref_get(PyObject *ref) {
 #if PY_VERSION_HEX >= 0x030D0000
     PyObject *obj = NULL;

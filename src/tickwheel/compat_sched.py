@@ -44,12 +44,7 @@ Documented differences from ``sched.scheduler``:
   ``enterabs``/``enter``, where ``sched`` would accept anything comparable;
   NaN times raise ValueError;
 * ``cancel()`` finds the event by its ``sequence`` number, then checks it is
-  equal to the one given (sched compares with ``==`` over the whole queue);
-* on Python 3.9, whose ``sched.Event`` has no ``sequence`` field and whose
-  heap runs events of equal time and priority in no set order, events are a
-  ``sched.Event`` subclass that carries one, ties run in the order they were
-  entered, and ``cancel()`` removes exactly the event given: the rules of
-  3.10 and later, whose ``sched`` it matches exactly.
+  equal to the one given (sched compares with ``==`` over the whole queue).
 """
 
 from __future__ import annotations
@@ -69,29 +64,11 @@ __all__ = ["Event", "scheduler"]
 _sentinel = object()
 _new_event = tuple.__new__
 
-if "sequence" in Event._fields:
-    _Event = Event
 
-    def _make_event(
-        time: Any, priority: Any, seq: int, action: Any, argument: Any, kwargs: Any
-    ) -> Event:
-        return _new_event(Event, (time, priority, seq, action, argument, kwargs))
-
-else:  # Python 3.9: sched.Event is (time, priority, action, argument, kwargs)
-
-    class _Event(Event):  # type: ignore[no-redef]
-        """A ``sched.Event`` that also carries its ``sequence`` number."""
-
-        sequence: int
-
-    _Event.__name__ = _Event.__qualname__ = "Event"
-
-    def _make_event(
-        time: Any, priority: Any, seq: int, action: Any, argument: Any, kwargs: Any
-    ) -> Event:
-        event = _new_event(_Event, (time, priority, action, argument, kwargs))
-        event.sequence = seq  # type: ignore[misc]
-        return event
+def _make_event(
+    time: Any, priority: Any, seq: int, action: Any, argument: Any, kwargs: Any
+) -> Event:
+    return _new_event(Event, (time, priority, seq, action, argument, kwargs))
 
 
 _LIMIT_TICK = MAX_DELAY_MS - 1

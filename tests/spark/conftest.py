@@ -28,7 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # filterwarnings=error would turn into failures of our tests.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pyspark.*")
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:py4j.*")
-    # matplotlib < 3.10 (3.9.4 is Python 3.9's newest) calls pyparsing's
+    # matplotlib < 3.10 (which the extra still accepts) calls pyparsing's
     # camelCase names and arguments (enablePackrat, parseString, parseAll),
     # which pyparsing 3.3 deprecates; the warning points at matplotlib or at
     # pyparsing's own wrappers.  tickwheel does not use pyparsing, and

@@ -1,6 +1,6 @@
 """pyarrow differences across the versions the ``[spark]`` extra accepts.
 
-The extra asks for ``pyarrow>=16``, and Python 3.9's newest is 21.  pyarrow 25
+The extra asks for ``pyarrow>=16``.  pyarrow 25
 moved ``null_placement`` from :class:`pyarrow.compute.SortOptions` into each
 sort key and deprecated the old place (a FutureWarning, an error under this
 project's ``filterwarnings = error``); releases before 25 accept only
