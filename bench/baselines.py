@@ -14,7 +14,8 @@ import heapq
 import itertools
 import sched
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 try:  # pragma: no cover - optional
     import uvloop

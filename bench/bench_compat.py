@@ -37,7 +37,8 @@ import sys
 import threading
 import time
 import tracemalloc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import tickwheel
 from tickwheel import compat_asyncio as tw

@@ -38,7 +38,8 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import tickwheel
 from tickwheel import compat_asyncio as tw

@@ -59,8 +59,8 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Hashable, Iterable
-from typing import Any, Callable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 import tickwheel
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory

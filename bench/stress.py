@@ -49,8 +49,9 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 _monotonic_ns = time.monotonic_ns
 LONG_MS = 60_000

@@ -16,7 +16,8 @@ import concurrent.futures
 import math
 import sched as stdlib_sched
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

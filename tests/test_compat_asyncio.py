@@ -16,8 +16,8 @@ import gc
 import selectors
 import sys
 import threading
-from collections.abc import Coroutine
-from typing import Any, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 

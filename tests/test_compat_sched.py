@@ -11,8 +11,9 @@ import datetime
 import math
 import random
 import sched
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings

@@ -103,7 +103,8 @@ def test_compat_shim_header_guards() -> None:
     text = HEADER.read_text()
     assert "#error" in text and "PY_VERSION_HEX < 0x030A0000" in text
     # 3.15 removed PyWeakref_GetObject: only the pre-3.13 branch may name it.
-    before, sep, after = text.partition("#if PY_VERSION_HEX >= 0x030D0000\n    PyObject *obj")
+    guard = "#if PY_VERSION_HEX >= 0x030D0000\n    PyObject *obj"
+    before, sep, after = text.partition(guard)
     assert sep and "PyWeakref_GetObject(ref)" not in before
     assert after.index("PyWeakref_GetObject(ref)") > after.index("#else")
     # No private CPython API behind any guard.

@@ -15,8 +15,9 @@ import inspect
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

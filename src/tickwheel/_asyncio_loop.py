@@ -59,8 +59,8 @@ import sys
 import time
 from asyncio import coroutines as _coroutines
 from asyncio import events as _events
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     import contextvars
@@ -270,7 +270,11 @@ _CLASSES: dict[type[asyncio.AbstractEventLoop], type[_TickwheelLoop]] = {}
 
 
 def _default_loop_class() -> type[asyncio.AbstractEventLoop]:
-    factory = getattr(_PolicyBase, "_loop_factory", None)
+    # asyncio.EventLoop (3.13+) is the default policy's loop class; before
+    # 3.13 only the policy names it.
+    factory = getattr(asyncio, "EventLoop", None) or getattr(
+        _PolicyBase, "_loop_factory", None
+    )
     if isinstance(factory, type) and issubclass(factory, asyncio.AbstractEventLoop):
         return factory
     return asyncio.SelectorEventLoop  # pragma: no cover (no policy loop class)
@@ -378,14 +382,19 @@ def _run_legacy(
 
 
 # The platform's default policy class.  3.14 deprecates the public name
-# (asyncio.DefaultEventLoopPolicy warns) and keeps the class as a private one.
+# (asyncio.DefaultEventLoopPolicy warns) and keeps the class as a private one;
+# 3.16 removes policies, and with them EventLoopPolicy (nothing here may
+# need a policy class then).
 if sys.platform == "win32":  # pragma: no cover
     from asyncio import windows_events as _platform_events
 else:
     from asyncio import unix_events as _platform_events
-_PolicyBase: Any = getattr(_platform_events, "_DefaultEventLoopPolicy", None) or (
-    _platform_events.DefaultEventLoopPolicy
-)
+_PolicyBase: Any = getattr(_platform_events, "_DefaultEventLoopPolicy", None)
+if _PolicyBase is None and sys.version_info < (3, 14):
+    _PolicyBase = _platform_events.DefaultEventLoopPolicy
+if _PolicyBase is None:  # pragma: no cover (3.16+)
+    _PolicyBase = object
+    __all__.remove("EventLoopPolicy")
 
 
 class EventLoopPolicy(_PolicyBase):  # type: ignore[misc]
@@ -416,3 +425,7 @@ class EventLoopPolicy(_PolicyBase):  # type: ignore[misc]
 
     def new_event_loop(self) -> asyncio.AbstractEventLoop:
         return self._tw_loop_class()
+
+
+if _PolicyBase is object:  # pragma: no cover (3.16+: policies are gone)
+    del EventLoopPolicy

@@ -36,7 +36,8 @@ The purgatory knows nothing of this module: it depends on the purgatory
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._purgatory_py import DelayedOperation, _new_operation
 

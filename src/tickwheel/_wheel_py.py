@@ -34,9 +34,9 @@ import operator
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any, Callable, SupportsIndex, TypeVar, cast
+from typing import Any, SupportsIndex, TypeVar, cast
 
 __all__ = [
     "DEFAULT_TICK_MS",

@@ -85,8 +85,9 @@ import sys
 import warnings
 import weakref
 from asyncio import events as _events
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ._impl import (
     DEFAULT_TICK_MS,
@@ -812,7 +813,7 @@ if TYPE_CHECKING or sys.version_info < (3, 14):
 else:
 
     def __getattr__(name: str) -> Any:
-        if name == "EventLoopPolicy":
+        if name == "EventLoopPolicy" and sys.version_info < (3, 16):
             # warnings._deprecated's message, as asyncio.__getattr__ gives it.
             warnings.warn(
                 f"{__name__ + '.' + name!r} is deprecated and slated for "

@@ -54,8 +54,9 @@ import itertools
 import math
 import threading
 import time as _time
+from collections.abc import Callable
 from sched import Event
-from typing import Any, Callable
+from typing import Any
 
 from ._impl import MAX_DELAY_MS, TimerCore, TimerTask
 

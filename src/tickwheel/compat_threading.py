@@ -51,8 +51,8 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ._impl import MAX_DELAY_MS, TimerTask
 from .timer import SystemTimer

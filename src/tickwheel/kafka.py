@@ -49,9 +49,9 @@ False
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any
 
 # Partition and DelayedProduce are built on the compiled _kafka module or its
 # twin _kafka_py (chosen once by _impl): the fields the purgatory's hot loop

@@ -108,7 +108,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Any, Callable, Literal, Union
+from collections.abc import Callable
+from typing import Any, Literal
 
 from ._impl import (
     DEFAULT_TICK_MS,
@@ -129,7 +130,7 @@ _NS_PER_MS = 1_000_000
 _CLOCK_END_NS = 2**62 // _NS_PER_MS * _NS_PER_MS
 
 ErrorHandler = Callable[[TimerTask, BaseException], Any]
-Executor = Union[None, Literal["inline"], concurrent.futures.Executor]
+Executor = Literal["inline"] | concurrent.futures.Executor | None
 
 
 def _log_error(task: Any, exc: BaseException) -> None:

@@ -1,4 +1,4 @@
-"""CPython's ``test_asyncio/test_timeouts.py`` (3.11+) against ``compat_asyncio.timeout``.
+"""CPython's ``test_asyncio/test_timeouts.py`` (3.11+) on ``compat_asyncio.timeout``.
 
 The running interpreter's own ``TimeoutTests``, unmodified, with the
 ``asyncio`` its module sees replaced (per test, by ``monkeypatch``) by a copy

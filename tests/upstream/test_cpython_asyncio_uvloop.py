@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ._cpython_asyncio import load, loop_fixture
+from ._cpython_asyncio import HAS_LOOP_FACTORY, load, loop_fixture
 
 uvloop = pytest.importorskip("uvloop")
 
@@ -38,5 +38,6 @@ def _loops(request: pytest.FixtureRequest) -> Iterator[Any]:
         SKIPS,
         loop_class=uvloop.Loop,
         stdlib_loop_class=uvloop.Loop,
-        stdlib_policy=getattr(uvloop, "EventLoopPolicy", None),
+        # Only before 3.13 (no loop_factory), where policies are not deprecated.
+        stdlib_policy=None if HAS_LOOP_FACTORY else uvloop.EventLoopPolicy,
     )

@@ -6,9 +6,10 @@ automatically closed when garbage-collected" in ``pyspark/util.py``), so
 every call emits ``ResourceWarning: unclosed <socket.socket ...>``:
 printed under ``python -X dev`` or ``-W default``, an error under
 ``-W error``.  SPARK-54247 (apache/spark#53200, in 4.2.0) closes it.  The
-``[spark]`` extra still accepts 4.0 and 4.1, so with them :func:`collect` silences that one
-warning around the call, where the socket is dropped (CPython frees it as
-the rows are returned); newer pyspark calls ``collect()`` as is.
+``[spark]`` extra still accepts 4.0 and 4.1, so with them :func:`collect`
+silences that one warning around the call, where the socket is dropped
+(CPython frees it as the rows are returned); newer pyspark calls
+``collect()`` as is.
 """
 
 from __future__ import annotations
