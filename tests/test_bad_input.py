@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import math
+import re
 import sched as stdlib_sched
 import threading
 from collections.abc import Callable
@@ -43,8 +44,14 @@ HUGE_NEG = [-(2**63) - 1, -(2**100)]
 CLOCK_END_MS = 2**62 // 1_000_000
 
 
+def _repr(value: Any) -> str:
+    """repr() without memory addresses: test ids must be the same in every
+    process (pytest-xdist workers compare their collections)."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
+
+
 def _ids(rows: list[tuple[Any, ...]]) -> list[str]:
-    return [f"{r[0]}={r[1]!r}"[:60] for r in rows]
+    return [f"{r[0]}={_repr(r[1])}"[:60] for r in rows]
 
 
 def _expect(
@@ -139,7 +146,7 @@ def purgatory_op(timers: Any) -> type:
 
 
 # -- callables and tasks ---------------------------------------------------------------
-@pytest.mark.parametrize("fn", [None, 5, "print", [print]], ids=repr)
+@pytest.mark.parametrize("fn", [None, 5, "print", [print]], ids=_repr)
 def test_bad_input_fn_not_callable(timers, mock, system, fn):
     for timer in (mock, system):
         _expect(TypeError, lambda: timer.schedule(5, fn), "fn", fn)
@@ -147,7 +154,7 @@ def test_bad_input_fn_not_callable(timers, mock, system, fn):
         _expect(TypeError, lambda: timers.TimerTask(5, fn), "fn", fn)
 
 
-@pytest.mark.parametrize("task", [None, 5, print, object(), "task"], ids=repr)
+@pytest.mark.parametrize("task", [None, 5, print, object(), "task"], ids=_repr)
 def test_bad_input_add_non_task(mock, system, task):
     for timer in (mock, system):
         _expect(TypeError, lambda: timer.add(task), "task", task)
@@ -420,14 +427,14 @@ def _unhashable(value: Any) -> bool:
     return False
 
 
-@pytest.mark.parametrize("key", [[], {}, {1}, ["k0"]], ids=repr)
+@pytest.mark.parametrize("key", [[], {}, {1}, ["k0"]], ids=_repr)
 def test_bad_input_purgatory_unhashable_key(purgatory, key):
     p, _ = purgatory
     _expect(TypeError, lambda: p.check_and_complete(key), "key", key)
     _expect(TypeError, lambda: p.cancel_for_key(key), "key", key)
 
 
-@pytest.mark.parametrize("op", [None, 5, object(), print], ids=repr)
+@pytest.mark.parametrize("op", [None, 5, object(), print], ids=_repr)
 def test_bad_input_purgatory_not_an_operation(purgatory, op):
     p, _ = purgatory
     _expect(TypeError, lambda: p.try_complete_else_watch(op, ["k"]), "operation", op)
@@ -442,14 +449,14 @@ def test_bad_input_purgatory_not_an_operation(purgatory, op):
         (True, TypeError),
         (2**100, OverflowError),
     ],
-    ids=repr,
+    ids=_repr,
 )
 def test_bad_input_purgatory_advance_clock(purgatory, value, exc):
     p, _ = purgatory
     _expect(exc, lambda: p.advance_clock(value), "ms", value)
 
 
-@pytest.mark.parametrize("lock", [5, "lock", object(), threading.Event()], ids=repr)
+@pytest.mark.parametrize("lock", [5, "lock", object(), threading.Event()], ids=_repr)
 def test_bad_input_delayed_operation_lock(timers, lock):
     Op = purgatory_op(timers)
     _expect(TypeError, lambda: Op(10, lock), "lock", lock)
@@ -527,7 +534,7 @@ def test_bad_input_sched_calls_leave_queue_unchanged():
 @pytest.mark.parametrize(
     ("interval", "exc"),
     [("soon", TypeError), (None, TypeError), ([], TypeError), (NAN, ValueError)],
-    ids=repr,
+    ids=_repr,
 )
 def test_bad_input_threading_timer_interval(interval, exc, no_thread_leak):
     _expect(exc, lambda: compat_threading.Timer(interval, print), "interval", interval)
