@@ -25,7 +25,7 @@ import sys
 import weakref
 from asyncio import events as _events
 from types import TracebackType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._impl import (
     DEFAULT_TICK_MS,
@@ -34,6 +34,12 @@ from ._impl import (
     TimerCore,
     TimerTask,
 )
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
+    if sys.version_info >= (3, 11):
+        from typing import Self
+    else:
+        from typing_extensions import Self
 
 __all__ = [
     "Timeout",
@@ -673,7 +679,7 @@ class Timeout(TimerTask):
             info = f" when={when}"
         return f"<Timeout [{self._tm_state.value}]{info}>"
 
-    async def __aenter__(self) -> Timeout:
+    async def __aenter__(self) -> Self:
         if self._tm_state is not _State.CREATED:
             raise RuntimeError("Timeout has already been entered")
         task = asyncio.current_task()

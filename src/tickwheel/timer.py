@@ -104,11 +104,12 @@ import concurrent.futures
 import logging
 import math
 import os
+import sys
 import threading
 import time
 import weakref
 from collections import deque
-from typing import Any, Callable, Literal, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from ._impl import (
     DEFAULT_TICK_MS,
@@ -120,6 +121,12 @@ from ._impl import (
     core,
 )
 
+if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
+    if sys.version_info >= (3, 11):
+        from typing import Self
+    else:
+        from typing_extensions import Self
+
 __all__ = ["MockTimer", "SystemTimer"]
 
 logger = logging.getLogger("tickwheel")
@@ -129,7 +136,6 @@ _NS_PER_MS = 1_000_000
 _CLOCK_END_NS = 2**62 // _NS_PER_MS * _NS_PER_MS
 
 ErrorHandler = Callable[[TimerTask, BaseException], Any]
-Executor = Union[None, Literal["inline"], concurrent.futures.Executor]
 
 
 def _log_error(task: Any, exc: BaseException) -> None:
@@ -230,7 +236,7 @@ class SystemTimer(TimerCore):
         tick_ms: int = DEFAULT_TICK_MS,
         wheel_size: int = DEFAULT_WHEEL_SIZE,
         start_ms: int | None = None,
-        executor: Executor = None,
+        executor: concurrent.futures.Executor | Literal["inline"] | None = None,
         reaper: bool = True,
         *,
         clock: Callable[[], int] | None = None,
@@ -687,7 +693,7 @@ class SystemTimer(TimerCore):
             if thread is not current and thread.is_alive():
                 thread.join(join_timeout)
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -798,7 +804,7 @@ class MockTimer(TimerCore):
         """Cancel every pending task and refuse new ones; idempotent."""
         self._close_core()
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
