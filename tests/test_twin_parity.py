@@ -180,6 +180,19 @@ def test_compiled_classes_have_the_twins_signatures(pair):
         assert "--" not in (c_cls.__doc__ or ""), name  # the marker is not doc
 
 
+def test_compiled_classes_show_no_cython_internals(pair):
+    # help() listed __reduce_cython__/__setstate_cython__ on every class
+    # (Cython's auto_pickle, now off: the nodes never pickled anyway).
+    import pickle
+
+    c, _ = pair
+    for name, c_cls in _defined(c, inspect.isclass).items():
+        assert [m for m in dir(c_cls) if "cython" in m] == [], name
+    if c.__name__ == "tickwheel._wheel":
+        with pytest.raises(TypeError, match="cannot pickle"):
+            pickle.dumps(c.TimerTask(5))
+
+
 # The public modules, each compared with its copy built on the twins.
 PUBLIC_MODULES = [
     "",
