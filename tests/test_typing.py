@@ -1,24 +1,27 @@
-"""mypy --strict over the public API as a user's program sees it (issue 29).
+"""The public API as a user's program and help() see it (issue 29).
+
+mypy --strict:
 
 ``tests/typing/reveal_public.py`` uses every public context manager and
 factory; each ``reveal_type`` there carries the type mypy must infer in a
 comment.  mypy reads tickwheel's own annotations (the pure-Python twins are
 the type source, ``py.typed`` ships with the package), so a ``-> Any`` that
 loses a type, or an ``__enter__`` that returns the base class to a subclass,
-fails here.
+fails here.  Then what ``dir()`` and ``help()`` show: public names only, and
+public types in the signatures.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
+import types
 from pathlib import Path
 
 import pytest
 
 import tickwheel
-
-api = pytest.importorskip("mypy.api")
 
 SNIPPET = Path(__file__).parent / "typing" / "reveal_public.py"
 REVEALED = re.compile(r'^[^:]+:(\d+): note: Revealed type is "(.*)"$')
@@ -34,6 +37,7 @@ def _expected() -> dict[int, str]:
 
 
 def test_mypy_reveals_the_public_types(tmp_path, monkeypatch):
+    api = pytest.importorskip("mypy.api")
     package_parent = Path(tickwheel.__file__).resolve().parents[1]
     if package_parent.name == "src":  # a checkout (editable install)
         monkeypatch.setenv("MYPYPATH", str(package_parent))
@@ -62,3 +66,21 @@ def test_mypy_reveals_the_public_types(tmp_path, monkeypatch):
     for number, want in expected.items():
         assert want in revealed[number], f"line {number}: {revealed[number]}"
         assert "Any" not in revealed[number] or want == "sched.Event", number
+
+
+def test_dir_lists_only_public_names_and_submodules():
+    # "annotations" (a `from __future__ import annotations`) was listed.
+    public = {name for name in dir(tickwheel) if not name.startswith("_")}
+    modules = {
+        name
+        for name in public
+        if isinstance(getattr(tickwheel, name), types.ModuleType)
+    }
+    assert public - modules == set(tickwheel.__all__) - {"__version__"}
+
+
+def test_system_timer_signature_names_the_accepted_executors():
+    # help(SystemTimer) showed `executor: 'Executor' = None` (a private alias).
+    executor = inspect.signature(tickwheel.SystemTimer).parameters["executor"]
+    assert "Literal['inline']" in str(executor.annotation)
+    assert "concurrent.futures.Executor" in str(executor.annotation)
