@@ -36,7 +36,15 @@ class BuildExt(build_ext):
     def build_extensions(self) -> None:
         from Cython.Build import cythonize
 
-        directives = {"language_level": 3, "binding": True, "embedsignature": False}
+        # auto_pickle off: the nodes hold C pointers and cannot be pickled
+        # anyway, and help() would list Cython's __reduce_cython__ and
+        # __setstate_cython__ on every class.
+        directives = {
+            "language_level": 3,
+            "binding": True,
+            "embedsignature": False,
+            "auto_pickle": False,
+        }
         if DEBUG_BUILD:
             directives["linetrace"] = True
         for ext in self.extensions:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tickwheel import _asyncio_wheel
 from tickwheel import compat_asyncio as tw
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
@@ -491,7 +492,7 @@ class TestAsyncioContract:
             return "no error"
 
         result = run(main())
-        if tw._HAS_UNCANCEL:
+        if _asyncio_wheel._HAS_UNCANCEL:
             assert result == "CancelledError"
         else:
             # Python < 3.11 has no Task.uncancel() (the documented deviation):
@@ -710,8 +711,8 @@ def test_wheel_clock_choice() -> None:
     default = asyncio.new_event_loop()
     virtual = VirtualTimeLoop()
     try:
-        assert tw._uses_monotonic_clock(default)
-        assert not tw._uses_monotonic_clock(virtual)
+        assert _asyncio_wheel._uses_monotonic_clock(default)
+        assert not _asyncio_wheel._uses_monotonic_clock(virtual)
         wheel = tw.TimerWheel(virtual)
         virtual.now = 5000.25
         assert wheel.time() == 5000.25
@@ -724,7 +725,7 @@ def test_wheel_clock_choice() -> None:
     uvloop = pytest.importorskip("uvloop")
     loop = uvloop.new_event_loop()
     try:
-        assert tw._uses_monotonic_clock(loop)
+        assert _asyncio_wheel._uses_monotonic_clock(loop)
     finally:
         loop.close()
 

@@ -579,3 +579,45 @@ def test_loop_handles_postpone(loop: asyncio.AbstractEventLoop) -> None:
     loop.run_forever()
     assert len(fired) == 1 and fired[0] >= t0 + 0.005
     assert handle.postpone(1) is False  # it ran
+
+
+# The asyncio layers, lowest first: each may import only the ones below it
+# (issue 29: _asyncio_loop and compat_asyncio used to import each other).
+ASYNCIO_LAYERS = ["_impl", "_asyncio_wheel", "_asyncio_loop", "compat_asyncio"]
+
+
+def _tickwheel_imports(module: str) -> set[str]:
+    """Every tickwheel module ``module`` imports, at any depth of its code."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(f"tickwheel.{module}")
+    assert spec is not None and spec.origin is not None
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add(node.module.split(".")[0])
+            else:
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, (ast.ImportFrom, ast.Import)):
+            names = [node.module] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in getattr(node, "names", []) if "." in a.name]
+            for name in filter(None, names):
+                if name.startswith("tickwheel."):
+                    found.add(name.split(".")[1])
+    return found
+
+
+@pytest.mark.parametrize("module", ASYNCIO_LAYERS[1:])
+def test_asyncio_layers_import_only_downward(module: str) -> None:
+    below = set(ASYNCIO_LAYERS[: ASYNCIO_LAYERS.index(module)])
+    imported = _tickwheel_imports(module) & set(ASYNCIO_LAYERS)
+    assert imported <= below, f"{module} imports {sorted(imported - below)}"
+
+
+def test_asyncio_public_classes_name_their_public_module() -> None:
+    for name in ("Timeout", "TimerHandle", "TimerWheel", "get_wheel", "timeout"):
+        assert getattr(tw, name).__module__ == "tickwheel.compat_asyncio", name

@@ -19,6 +19,8 @@ MODULES = [
     "tickwheel",
     "tickwheel.timer",
     "tickwheel._asyncio_loop",
+    # The module docstring and, through __module__, the wheel layer's classes.
+    "tickwheel.compat_asyncio",
 ]
 
 

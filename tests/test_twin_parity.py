@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -138,7 +139,7 @@ def test_same_functions_where_both_define_one(pair):
     ],
 )
 def test_constructors_accept_the_twins_keywords(name, positional):
-    # Cython slot wrappers carry no signature, so check behaviour instead:
+    # Beyond the signatures (compared above), the behaviour:
     # every keyword the twin accepts, with its default, works on the C class.
     from tickwheel import _wheel, _wheel_py
 
@@ -150,6 +151,94 @@ def test_constructors_accept_the_twins_keywords(name, positional):
     }
     for module in (_wheel, _wheel_py):
         getattr(module, name)(*positional, **kwargs)
+
+
+def _shape(obj: Any) -> list[tuple[str, Any, str]]:
+    """Parameter names, kinds and defaults (annotations differ: C has none).
+
+    ``self`` is left out: a C slot's is positional-only (``$self``).
+    """
+    params = list(inspect.signature(obj).parameters.values())
+    if params and params[0].name == "self":
+        del params[0]
+    # A sentinel default is a different object in the twin package's copy.
+    return [
+        (p.name, p.kind, re.sub(r" at 0x[0-9a-f]+", "", repr(p.default)))
+        for p in params
+    ]
+
+
+def test_compiled_classes_have_the_twins_signatures(pair):
+    # Issue 29: inspect.signature raised "no signature found for builtin
+    # type" for every compiled class, and help() showed (*args, **kwargs).
+    c, py = pair
+    for name, c_cls in _defined(c, inspect.isclass).items():
+        py_cls = getattr(py, name, None)
+        if py_cls is None:  # _Lock: threading.Lock's constructor
+            assert _shape(c_cls) == [], name
+            continue
+        assert _shape(c_cls) == _shape(py_cls), name
+        assert "--" not in (c_cls.__doc__ or ""), name  # the marker is not doc
+
+
+def test_compiled_classes_show_no_cython_internals(pair):
+    # help() listed __reduce_cython__/__setstate_cython__ on every class
+    # (Cython's auto_pickle, now off: the nodes never pickled anyway).
+    import pickle
+
+    c, _ = pair
+    for name, c_cls in _defined(c, inspect.isclass).items():
+        assert [m for m in dir(c_cls) if "cython" in m] == [], name
+    if c.__name__ == "tickwheel._wheel":
+        with pytest.raises(TypeError, match="cannot pickle"):
+            pickle.dumps(c.TimerTask(5))
+
+
+# The public modules, each compared with its copy built on the twins.
+PUBLIC_MODULES = [
+    "",
+    "timer",
+    "purgatory",
+    "kafka",
+    "compat_threading",
+    "compat_sched",
+    "compat_asyncio",
+]
+
+
+def _public_callables(module: ModuleType) -> dict[str, Any]:
+    found = {}
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if not callable(obj):
+            continue
+        found[name] = obj
+        if isinstance(obj, type):
+            for member in dir(obj):
+                if member.startswith("_") and member != "__init__":
+                    continue
+                attr = inspect.getattr_static(obj, member)
+                if callable(attr) and not isinstance(attr, type):
+                    found[f"{name}.{member}"] = getattr(obj, member)
+    return found
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m or "tickwheel")
+def test_public_signatures_are_the_same_on_both_cores(module):
+    # Every public class, function and method: the same parameters whether
+    # the compiled core or the twins are underneath (IDEs, help(), inspect).
+    from tickwheel import _impl
+
+    compiled = importlib.import_module(f"tickwheel.{module}".rstrip("."))
+    pure = _impl.twin_package()
+    for part in filter(None, module.split(".")):
+        pure = getattr(pure, part)
+    c_names, py_names = _public_callables(compiled), _public_callables(pure)
+    assert sorted(c_names) == sorted(py_names)
+    for name, c_obj in c_names.items():
+        if name.endswith(".__init__") and c_obj is object.__init__:
+            continue
+        assert _shape(c_obj) == _shape(py_names[name]), name
 
 
 def test_partition_core_field_on_both_sides():

@@ -8,8 +8,8 @@ fired at 30 ms
 True
 """
 
-from __future__ import annotations
-
+# No "from __future__ import annotations": it would be a public name here
+# (dir(tickwheel) listed "annotations"), and nothing below is annotated.
 from ._impl import (
     DEFAULT_TICK_MS,
     DEFAULT_WHEEL_SIZE,

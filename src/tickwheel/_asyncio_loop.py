@@ -62,26 +62,26 @@ from asyncio import events as _events
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from . import _asyncio_wheel as _layer
+
 if TYPE_CHECKING:
     import contextvars
 
-    from .compat_asyncio import TimerHandle, TimerWheel
+    from ._asyncio_wheel import TimerHandle, TimerWheel
 
 __all__ = ["EventLoopPolicy", "new_event_loop", "run"]
 
 _T = TypeVar("_T")
 
-# Bound from tickwheel.compat_asyncio by _bind() on first use, so that this
-# module and compat_asyncio (which re-exports it at its end) import in either
-# order.  The hot path reads them as plain globals.
-_bound = False
-_copy_context: Any = None
-_schedule_as: Any = None
-_TimerHandle: Any = None
-_ContextTimerHandle: Any = None
-_get_wheel: Any = None
-_delay_ms: Any = None
-_uses_monotonic_clock: Any = None
+# The wheel layer below this one (compat_asyncio re-exports both); the hot
+# path reads these as plain globals.
+_copy_context: Any = _layer._copy_context
+_schedule_as: Any = _layer._schedule_as
+_TimerHandle: Any = _layer.TimerHandle
+_ContextTimerHandle: Any = _layer._ContextTimerHandle
+_get_wheel: Any = _layer.get_wheel
+_delay_ms: Any = _layer._delay_ms
+_uses_monotonic_clock: Any = _layer._uses_monotonic_clock
 
 _get_running_loop = _events._get_running_loop
 _iscoroutine = _coroutines.iscoroutine
@@ -90,23 +90,6 @@ _iscoroutinefunction = inspect.iscoroutinefunction
 _THREAD_MESSAGE = (
     "Non-thread-safe operation invoked on an event loop other than the current one"
 )
-
-
-def _bind() -> None:
-    global _bound, _copy_context, _schedule_as, _TimerHandle, _ContextTimerHandle
-    global _get_wheel, _delay_ms, _uses_monotonic_clock
-    if _bound:
-        return
-    from . import compat_asyncio as c
-
-    _copy_context = c._copy_context
-    _schedule_as = c._schedule_as
-    _TimerHandle = c.TimerHandle
-    _ContextTimerHandle = c._ContextTimerHandle
-    _get_wheel = c.get_wheel
-    _delay_ms = c._delay_ms
-    _uses_monotonic_clock = c._uses_monotonic_clock
-    _bound = True
 
 
 class _TickwheelLoop(asyncio.AbstractEventLoop):
@@ -284,7 +267,6 @@ def _loop_class(
     loop_class: type[asyncio.AbstractEventLoop] | None,
 ) -> type[_TickwheelLoop]:
     """The tickwheel subclass of ``loop_class`` (made once per base class)."""
-    _bind()
     if loop_class is None:
         loop_class = _default_loop_class()
     elif not (

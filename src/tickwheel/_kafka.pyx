@@ -24,12 +24,21 @@ if _DelayedOperation.__basicsize__ != sizeof(DelayedOperation):
     )
 
 
+# Each class docstring (and __init__ docstring) opens with the constructor's
+# signature and a "--" line: CPython serves that as __text_signature__
+# (inspect.signature, help(), IDEs) and leaves it out of __doc__.
 cdef class _PartitionCore:
-    """The one field of Partition that DelayedProduce.try_complete reads."""
+    """_PartitionCore()
+--
+
+    The one field of Partition that DelayedProduce.try_complete reads."""
 
 
 cdef class _ProduceCore(DelayedOperation):
-    """The fields and hot methods of DelayedProduce (kafka.py adds the rest)."""
+    """_ProduceCore(delay_ms, lock=None)
+--
+
+    The fields and hot methods of DelayedProduce (kafka.py adds the rest)."""
 
     cpdef try_complete(self):
         """Complete iff every in-sync follower's LEO reached required_offset."""

@@ -61,9 +61,15 @@ if TW_COMPAT_FREE_THREADED and not sys._is_gil_enabled():
     )
 
 
+# Each class docstring (and __init__ docstring) opens with the constructor's
+# signature and a "--" line: CPython serves that as __text_signature__
+# (inspect.signature, help(), IDEs) and leaves it out of __doc__.
 @cython.final
 cdef class _Lock:
-    """A non-reentrant lock with threading.Lock's API, taken in C by the purgatory.
+    """_Lock()
+--
+
+    A non-reentrant lock with threading.Lock's API, taken in C by the purgatory.
 
     Each operation has one (unless given a shared lock) and so does each
     shard.  The purgatory's hot paths take and release it without a method
@@ -240,7 +246,10 @@ def _check_lock(lock):
 
 
 cdef class DelayedOperation(TimerTask):
-    """An operation that completes when its condition holds or when it times out.
+    """DelayedOperation(delay_ms, lock=None)
+--
+
+    An operation that completes when its condition holds or when it times out.
 
     Subclass it and override :meth:`try_complete` (check the condition; when it
     holds, ``return self.force_complete()``), :meth:`on_complete` (runs exactly
@@ -269,6 +278,10 @@ cdef class DelayedOperation(TimerTask):
     """
 
     def __init__(self, delay_ms, lock=None):
+        """__init__($self, delay_ms, lock=None)
+--
+
+Initialize self.  See help(type(self)) for accurate signature."""
         # TimerTask.__init__(self, delay_ms) for fn=None is the delay_ms
         # setter (the same check and conversion); the setter skips the
         # generic (fn, *args, **kwargs) argument handling, a third of the
@@ -419,9 +432,16 @@ cdef class DelayedOperation(TimerTask):
 
 @cython.final
 cdef class _Shard:
-    """A slice of the key space: key -> watcher list, and the lock writers take."""
+    """_Shard()
+--
+
+    A slice of the key space: key -> watcher list, and the lock writers take."""
 
     def __init__(self):
+        """__init__($self)
+--
+
+Initialize self.  See help(type(self)) for accurate signature."""
         self.lock = _allocate_lock()
         self.watchers = {}
 
@@ -609,7 +629,10 @@ cdef int _replace(
 
 
 cdef class _PurgatoryCore:
-    """The hot paths of DelayedOperationPurgatory (try, watch, check)."""
+    """_PurgatoryCore()
+--
+
+    The hot paths of DelayedOperationPurgatory (try, watch, check)."""
 
     def try_complete_else_watch(self, operation, keys):
         """Complete ``operation`` now if it can, else watch it under ``keys``, timed.

@@ -236,10 +236,16 @@ cdef inline void _release(TimerTask task) noexcept:
         task._fn = None
 
 
+# Each class docstring (and __init__ docstring) opens with the constructor's
+# signature and a "--" line: CPython serves that as __text_signature__
+# (inspect.signature, help(), IDEs) and leaves it out of __doc__.
 @cython.final
 @cython.no_gc
 cdef class TaskCounter:
-    """A count of tasks shared by every bucket of one timer (Kafka's taskCounter)."""
+    """TaskCounter()
+--
+
+    A count of tasks shared by every bucket of one timer (Kafka's taskCounter)."""
 
     def __repr__(self):
         return f"<TaskCounter value={self.value}>"
@@ -247,9 +253,16 @@ cdef class TaskCounter:
 
 @cython.no_gc
 cdef class TimerTaskEntry:
-    """A node of a TimerTaskList: an absolute expiration plus prev/next links."""
+    """TimerTaskEntry(expiration_ms=0)
+--
+
+    A node of a TimerTaskList: an absolute expiration plus prev/next links."""
 
     def __init__(self, expiration_ms=0):
+        """__init__($self, expiration_ms=0)
+--
+
+Initialize self.  See help(type(self)) for accurate signature."""
         self._expiration_ms = _check_time(expiration_ms, "expiration_ms")
 
     @property
@@ -279,7 +292,10 @@ cdef class TimerTaskEntry:
 
 @cython.no_gc
 cdef class TimerTask(TimerTaskEntry):
-    """A task to run once after ``delay_ms`` milliseconds.
+    """TimerTask(delay_ms, fn=None, /, *args, **kwargs)
+--
+
+    A task to run once after ``delay_ms`` milliseconds.
 
     Pass a callable (and its arguments), or subclass and override :meth:`run`.
     A task is its own node in the timer's bucket list, so a pending timer is
@@ -301,6 +317,10 @@ cdef class TimerTask(TimerTaskEntry):
     """
 
     def __init__(self, delay_ms, fn=None, /, *args, **kwargs):
+        """__init__($self, delay_ms, fn=None, /, *args, **kwargs)
+--
+
+Initialize self.  See help(type(self)) for accurate signature."""
         _delay_to_ns(delay_ms, self)
         if fn is not None and not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
@@ -468,7 +488,10 @@ cdef class TimerTask(TimerTaskEntry):
 @cython.final
 @cython.no_gc
 cdef class TimerTaskList:
-    """A bucket: a circular doubly-linked list of entries with a sentinel root.
+    """TimerTaskList(counter=None)
+--
+
+    A bucket: a circular doubly-linked list of entries with a sentinel root.
 
     Runtime complexity: O(1) add and remove; flush is O(n).
 
@@ -665,7 +688,10 @@ cdef inline bint _before(TimerTaskList a, TimerTaskList b) noexcept:
 @cython.final
 @cython.no_gc
 cdef class DelayQueue:
-    """Buckets ordered by expiration: tells the driver when the next one is due.
+    """DelayQueue()
+--
+
+    Buckets ordered by expiration: tells the driver when the next one is due.
 
     Runtime complexity: O(log b) offer and poll for b queued buckets (b is at
     most levels × wheel_size, about a hundred in practice).
@@ -758,7 +784,10 @@ cdef class DelayQueue:
 @cython.final
 @cython.no_gc
 cdef class TimingWheel:
-    """One level of Kafka's hierarchical timing wheel.
+    """TimingWheel(tick_ms=1, wheel_size=20, start_ms=0, counter=None, queue=None)
+--
+
+    One level of Kafka's hierarchical timing wheel.
 
     ``wheel_size`` buckets of ``tick_ms`` each cover ``interval_ms``; a later
     deadline goes to the overflow wheel (created on first use), whose tick is
@@ -781,6 +810,10 @@ cdef class TimingWheel:
 
     def __init__(self, tick_ms=DEFAULT_TICK_MS, wheel_size=DEFAULT_WHEEL_SIZE,
                  start_ms=0, TaskCounter counter=None, DelayQueue queue=None):
+        """__init__($self, tick_ms=1, wheel_size=20, start_ms=0, counter=None, queue=None)
+--
+
+Initialize self.  See help(type(self)) for accurate signature."""
         cdef int64_t tick = _check_positive(tick_ms, "tick_ms", 1)
         cdef int64_t size = _check_positive(wheel_size, "wheel_size", 2)
         cdef int64_t start = _check_time(start_ms, "start_ms")
@@ -1037,7 +1070,10 @@ def _in_expiration_order(list tasks, Py_ssize_t n_ready):
 
 
 cdef class TimerCore:
-    """The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
+    """TimerCore(tick_ms=1, wheel_size=20, start_ms=None, clock=None, manual=False)
+--
+
+    The fast part of a timer: wheel, bucket queue, clock, add/cancel/expire.
 
     SystemTimer and MockTimer subclass it.  Deadlines are computed from the
     clock in nanoseconds and rounded *up* to the tick, so a task is never
@@ -1053,6 +1089,10 @@ cdef class TimerCore:
 
     def __init__(self, tick_ms=DEFAULT_TICK_MS, wheel_size=DEFAULT_WHEEL_SIZE,
                  start_ms=None, clock=None, manual=False):
+        """__init__($self, tick_ms=1, wheel_size=20, start_ms=None, clock=None, manual=False)
+--
+
+Initialize self.  See help(type(self)) for accurate signature."""
         if clock is not None and not callable(clock):
             raise TypeError(f"clock must be callable, got {clock!r}")
         self._clock = clock if clock is not None else _monotonic_ns

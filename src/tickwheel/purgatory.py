@@ -77,9 +77,10 @@ whose reaper thread expires operations and whose worker thread runs
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Hashable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # The compiled purgatory (_purgatory.pyx) or its twin (_purgatory_py.py), as
 # chosen once by _impl: DelayedOperation and the hot paths come from there.
@@ -94,6 +95,12 @@ from ._impl import (  # for spark/engine.py: operations created without __init__
     _new_operation as _new_operation,
 )
 from .timer import SystemTimer
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
+    if sys.version_info >= (3, 11):
+        from typing import Self
+    else:
+        from typing_extensions import Self
 
 __all__ = [
     "DEFAULT_PURGE_INTERVAL",
@@ -362,7 +369,7 @@ class DelayedOperationPurgatory(_PurgatoryCore):
             for op in pending:
                 op.cancel()
 
-    def __enter__(self) -> DelayedOperationPurgatory:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

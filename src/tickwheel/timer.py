@@ -104,12 +104,13 @@ import concurrent.futures
 import logging
 import math
 import os
+import sys
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._impl import (
     DEFAULT_TICK_MS,
@@ -121,6 +122,12 @@ from ._impl import (
     core,
 )
 
+if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
+    if sys.version_info >= (3, 11):
+        from typing import Self
+    else:
+        from typing_extensions import Self
+
 __all__ = ["MockTimer", "SystemTimer"]
 
 logger = logging.getLogger("tickwheel")
@@ -130,7 +137,6 @@ _NS_PER_MS = 1_000_000
 _CLOCK_END_NS = 2**62 // _NS_PER_MS * _NS_PER_MS
 
 ErrorHandler = Callable[[TimerTask, BaseException], Any]
-Executor = Literal["inline"] | concurrent.futures.Executor | None
 
 
 def _log_error(task: Any, exc: BaseException) -> None:
@@ -231,7 +237,7 @@ class SystemTimer(TimerCore):
         tick_ms: int = DEFAULT_TICK_MS,
         wheel_size: int = DEFAULT_WHEEL_SIZE,
         start_ms: int | None = None,
-        executor: Executor = None,
+        executor: concurrent.futures.Executor | Literal["inline"] | None = None,
         reaper: bool = True,
         *,
         clock: Callable[[], int] | None = None,
@@ -688,7 +694,7 @@ class SystemTimer(TimerCore):
             if thread is not current and thread.is_alive():
                 thread.join(join_timeout)
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -799,7 +805,7 @@ class MockTimer(TimerCore):
         """Cancel every pending task and refuse new ones; idempotent."""
         self._close_core()
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -82,9 +82,15 @@ cdef inline void _heap_pop(_Heap *h) noexcept:
 __all__ = ["OffsetHeap", "clock", "now_ms", "record", "recorder", "run"]
 
 
+# Each class docstring (and __init__ docstring) opens with the constructor's
+# signature and a "--" line: CPython serves that as __text_signature__
+# (inspect.signature, help(), IDEs) and leaves it out of __doc__.
 @cython.final
 cdef class OffsetHeap:
-    """The required offsets still awaited: a min-heap (``push``, ``pop_up_to``)."""
+    """OffsetHeap()
+--
+
+    The required offsets still awaited: a min-heap (``push``, ``pop_up_to``)."""
 
     cdef _Heap heap
 
@@ -191,7 +197,10 @@ def run(
 
 @cython.final
 cdef class _Loop:
-    """One call of :func:`run`: the replay's objects, unpacked once."""
+    """_Loop(replay, produce_type)
+--
+
+    One call of :func:`run`: the replay's objects, unpacked once."""
 
     cdef object replay, part_obj, name, advance_to, follower_changed
     cdef type produce_type
@@ -207,6 +216,10 @@ cdef class _Loop:
     cdef public int64_t now, leader_leo
 
     def __init__(self, replay, type produce_type):
+        """__init__($self, replay, produce_type)
+--
+
+Initialize self.  See help(type(self)) for accurate signature."""
         settings = replay.settings
         self.replay = replay
         self.produce_type = produce_type

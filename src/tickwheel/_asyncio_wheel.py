@@ -1,0 +1,756 @@
+"""The wheel layer of :mod:`tickwheel.compat_asyncio`: handles, wheel, timeouts.
+
+Holds :class:`TimerHandle`, :class:`TimerWheel`, :class:`Timeout` and the
+functions acting on a loop's wheel; :mod:`tickwheel._asyncio_loop` (the event
+loop whose ``call_later``/``call_at`` use the wheel) builds on it, and
+:mod:`tickwheel.compat_asyncio` re-exports both.  Imports point down only::
+
+    compat_asyncio   public names (re-exports)
+    _asyncio_loop    the tickwheel event loop
+    _asyncio_wheel   this module: TimerWheel on one loop's call_at
+    _impl            the chosen core (TimerCore, TimerTask)
+
+The design, the worked example and the differences from asyncio are in
+:mod:`tickwheel.compat_asyncio`'s docstring.  Import the public names from
+there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import enum
+import math
+import sys
+import weakref
+from asyncio import events as _events
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ._impl import (
+    DEFAULT_TICK_MS,
+    DEFAULT_WHEEL_SIZE,
+    MAX_DELAY_MS,
+    TimerCore,
+    TimerTask,
+)
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
+    if sys.version_info >= (3, 11):
+        from typing import Self
+    else:
+        from typing_extensions import Self
+
+__all__ = [
+    "Timeout",
+    "TimerHandle",
+    "TimerWheel",
+    "call_at",
+    "call_later",
+    "get_wheel",
+    "timeout",
+    "timeout_at",
+]
+
+_get_running_loop = _events.get_running_loop
+_copy_context = contextvars.copy_context
+_Context = contextvars.Context
+_BaseEventLoop_time = asyncio.BaseEventLoop.time
+# Largest |delay| in ms the core accepts, kept a hair inside its bound.
+_LIMIT_MS = float(MAX_DELAY_MS - 1)
+# Contexts with more variables than this are not de-duplicated (the identity
+# check is O(variables)); each such handle keeps its own snapshot.
+_MAX_SHARED_VARS = 16
+_MISSING = object()
+# The driver's own loop handle runs in this (otherwise unused) context, which
+# saves asyncio a copy_context() per re-arm; each task enters its own context.
+_DRIVER_CONTEXT = _Context()
+_task_cancelled = TimerTask.cancelled.__get__
+_task_postpone = TimerTask.postpone
+# Unbound, so the hot path skips creating a bound method per call.
+_core_add = TimerCore.add
+# One C call that makes the handle (no __init__) and adds it
+# (see TimerCore.schedule_as).
+_schedule_as = TimerCore.schedule_as
+
+
+def _delay_ms(value: object, name: str) -> float:
+    """Seconds -> milliseconds as a float, clamped to the core's range."""
+    try:
+        delay_ms = value * 1000.0  # type: ignore[operator]
+    except TypeError:
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not isinstance(delay_ms, float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if -_LIMIT_MS <= delay_ms <= _LIMIT_MS:
+        return delay_ms
+    if math.isnan(delay_ms):
+        raise ValueError(f"{name} must not be NaN, got {value!r}")
+    return _LIMIT_MS if delay_ms > 0 else -_LIMIT_MS
+
+
+def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
+    """True if ``loop.time()`` reads CLOCK_MONOTONIC, so the wheel may read it in C.
+
+    asyncio's loops return ``time.monotonic()``.  uvloop returns libuv's
+    cached ``uv_now()``: CLOCK_MONOTONIC (or its coarse variant) in whole
+    milliseconds, updated once per iteration, so it never runs ahead of
+    ``time.monotonic_ns()``; a timer armed for loop time t therefore fires
+    when the wheel's clock has reached t too.  Any other loop (e.g. a test
+    loop with virtual time) is read through ``loop.time()``.
+    """
+    loop_time = getattr(type(loop), "time", None)
+    if loop_time is _BaseEventLoop_time:
+        return True
+    # uvloop.Loop, or a subclass keeping its time() (tickwheel's event loop).
+    owner = next((k for k in type(loop).__mro__ if "time" in vars(k)), object)
+    return owner.__module__.split(".")[0] == "uvloop"
+
+
+class TimerHandle(TimerTask):
+    """A pending ``call_later``/``call_at`` callback: asyncio's TimerHandle API.
+
+    Returned by :meth:`TimerWheel.call_later` and :meth:`TimerWheel.call_at`.
+    It *is* the wheel node (a :class:`~tickwheel.TimerTask`), so a pending
+    timer is a single object.  This base class carries no context: it is used
+    when the captured context holds no variables, and the callback runs in a
+    fresh empty context (which is what a copy of an empty context is).
+
+    Runtime complexity: cancel() is O(1).
+    """
+
+    __slots__ = ()
+
+    def cancelled(self) -> bool:  # type: ignore[override]
+        """True if cancel() stopped the callback before it ran."""
+        return _task_cancelled(self)  # type: ignore[no-any-return]
+
+    def when(self) -> float:
+        """The scheduled time in loop-time seconds, rounded up to the wheel tick."""
+        return self.expiration_ms / 1000
+
+    def postpone(self, delay: float) -> bool:
+        """Move the pending callback to run ``delay`` seconds from now.
+
+        What a heartbeat or an idle timeout does on every message, without a
+        cancel() and a new call_later(): the handle stays the same object.
+        ``delay`` is read like call_later's (rounded up to the tick; <= 0
+        runs it on the next loop iteration).  asyncio's handles have no
+        such method.
+
+        Runtime complexity: O(levels) (an O(1) unlink, then the add).
+
+        :return: True if the callback was pending and now runs ``delay``
+            from now; False if it already ran or was cancelled
+        :raises TypeError: if ``delay`` is not a number
+        :raises ValueError: if ``delay`` is NaN
+        """
+        try:
+            return _task_postpone(self, delay * 1000.0)
+        except (TypeError, ValueError, OverflowError):
+            # Raise with our argument's name, or clamp as call_later does.
+            return _task_postpone(self, _delay_ms(delay, "delay"))
+
+    def get_context(self) -> contextvars.Context:
+        """The context the callback runs in (a copy is entered for each run)."""
+        return _Context()
+
+    def run(self) -> None:
+        """Run the callback in its context (called by the wheel when due)."""
+        _Context().run(self.fn, *self.args)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        state = "cancelled" if self.cancelled() else self.state
+        return (
+            f"<{type(self).__name__} when={self.when()!r} state={state} "
+            f"callback={self.fn!r}>"
+        )
+
+
+class _ContextTimerHandle(TimerHandle):
+    """A handle whose callback runs in a copy of a (shared) context snapshot."""
+
+    __slots__ = ("_context",)
+    _context: contextvars.Context
+
+    def get_context(self) -> contextvars.Context:
+        return self._context
+
+    def run(self) -> None:
+        # The snapshot may be shared by many handles: each run gets a copy,
+        # so a ContextVar.set() in one callback is not seen by another.
+        self._context.copy().run(self.fn, *self.args)  # type: ignore[arg-type]
+
+
+class _ExplicitContextTimerHandle(_ContextTimerHandle):
+    """A handle given ``context=``: the callback runs in that very context."""
+
+    __slots__ = ()
+
+    def run(self) -> None:
+        self._context.run(self.fn, *self.args)  # type: ignore[arg-type]
+
+
+class TimerWheel(TimerCore):
+    """A timing wheel bound to one event loop, driven by one ``loop.call_at``.
+
+    The wheel's clock is the loop's: ``time.monotonic_ns`` (read in C) for
+    asyncio's loops and uvloop, whose ``time()`` read the same clock, and
+    ``loop.time()`` for any other loop (for example one with virtual time).
+    Only one asyncio handle is ever scheduled, for the earliest due bucket;
+    adding an earlier timer re-arms it.  Not thread-safe, like the loop: call
+    it from the loop thread (use ``loop.call_soon_threadsafe`` from elsewhere).
+
+    Runtime complexity: call_later/call_at O(levels), cancel O(1).
+
+    >>> import asyncio
+    >>> async def main():
+    ...     wheel = TimerWheel()
+    ...     seen = []
+    ...     wheel.call_later(0.002, seen.append, "b")
+    ...     wheel.call_later(0.001, seen.append, "a")
+    ...     wheel.call_later(0.001, seen.append, "x").cancel()
+    ...     await asyncio.sleep(0.05)
+    ...     return seen, len(wheel)
+    >>> asyncio.run(main())
+    (['a', 'b'], 0)
+
+    :param loop: the event loop (default: the running loop)
+    :param tick_ms: resolution in milliseconds (>= 1)
+    :param wheel_size: buckets per wheel level (>= 2)
+    :raises TypeError: if ``loop`` is not an event loop
+    :raises RuntimeError: if ``loop`` is None and no loop is running
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
+    ) -> None:
+        if loop is None:
+            loop = _get_running_loop()
+        elif not isinstance(loop, asyncio.AbstractEventLoop):
+            raise TypeError(f"loop must be an asyncio event loop, got {loop!r}")
+        # The loop is held weakly: the registry maps loops to wheels, and a
+        # strong reference back would keep every loop alive.
+        ref = weakref.ref(loop)
+        clock: Callable[[], int] | None = None
+        if not _uses_monotonic_clock(loop):
+
+            def clock() -> int:
+                lp = ref()
+                return 0 if lp is None else round(lp.time() * 1e9)
+
+        super().__init__(tick_ms, wheel_size, None, clock, False)
+        self._loop_ref = ref
+        self._driver: asyncio.Handle | None = None
+        self._armed_ms: int | None = None
+        self._backlog: list[TimerTask] | None = None
+        self._shared_context: contextvars.Context | None = None
+
+    # -- public API ------------------------------------------------------------
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop this wheel is bound to (None once it was garbage-collected)."""
+        return self._loop_ref()
+
+    def time(self) -> float:
+        """The wheel's clock in loop-time seconds (the same clock as loop.time())."""
+        return self.now_ns / 1e9
+
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> TimerHandle:
+        """Run ``callback(*args)`` in the loop thread after ``delay`` seconds.
+
+        Like ``loop.call_later``: the callback runs in a copy of the current
+        context, or in ``context`` if given.  A delay <= 0 runs it on the next
+        loop iteration.
+
+        Runtime complexity: O(levels); ``handle.cancel()`` is O(1).
+
+        :param delay: seconds (int or float); rounded up to the tick
+        :param callback: a callable
+        :param context: a contextvars.Context to run the callback in
+        :return: a TimerHandle with cancel(), cancelled() and when()
+        :raises TypeError: if ``callback`` is not callable or ``delay`` not a number
+        :raises ValueError: if ``delay`` is NaN
+        """
+        # The hot path: one context copy, one allocation, one O(levels) add.
+        # The core validates delay_ms and fn; only if it refuses them does
+        # _new_handle() run again to raise with *our* argument names.
+        handle: TimerHandle
+        if context is None:
+            ctx = _copy_context()
+            try:
+                if ctx:  # any variable set? (truth is len(), without a call)
+                    shared = _schedule_as(
+                        self, _ContextTimerHandle, delay * 1000.0, callback, *args
+                    )
+                    shared._context = self._share(ctx)  # set before the loop runs it
+                    return shared
+                if args:
+                    return _schedule_as(
+                        self, TimerHandle, delay * 1000.0, callback, *args
+                    )
+                return _schedule_as(
+                    self, TimerHandle, delay * 1000.0, callback
+                )  # no star-call
+            except (TypeError, ValueError, OverflowError):
+                handle = self._new_handle(delay, callback, args, ctx, False)
+        else:
+            handle = self._new_handle(delay, callback, args, context, True)
+        _core_add(self, handle)
+        return handle
+
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> TimerHandle:
+        """Run ``callback(*args)`` at loop time ``when`` (see :meth:`call_later`).
+
+        :param when: an absolute time on the loop's clock, in seconds
+        :raises TypeError: if ``when`` is not a number
+        """
+        try:
+            delay = when - self.now_ns / 1e9
+        except TypeError:
+            raise TypeError(f"when must be a number of seconds, got {when!r}") from None
+        return self.call_later(delay, callback, *args, context=context)
+
+    def timeout(self, delay: float | None) -> Timeout:
+        """An ``asyncio.timeout(delay)`` driven by this wheel (see :class:`Timeout`)."""
+        if delay is None:
+            return Timeout(None, self)
+        _delay_ms(delay, "delay")
+        # loop.time() + delay, as asyncio computes it (the wheel's clock reads
+        # the same time, but a virtual-time loop's only up to the nanosecond).
+        loop = self._loop_ref()
+        return Timeout((self.time() if loop is None else loop.time()) + delay, self)
+
+    def timeout_at(self, when: float | None) -> Timeout:
+        """An ``asyncio.timeout_at(when)`` driven by this wheel."""
+        if when is not None:
+            _delay_ms(when, "when")
+        return Timeout(when, self)
+
+    def close(self) -> None:
+        """Cancel every pending timer and the loop handle; refuse new timers."""
+        driver, self._driver, self._armed_ms = self._driver, None, None
+        if driver is not None:
+            driver.cancel()
+        self._close_core()
+        loop = self._loop_ref()
+        if loop is not None and _WHEELS.get(loop) is self:
+            del _WHEELS[loop]
+        global _last_wheel
+        if _last_wheel is self:
+            _last_wheel = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<TimerWheel {state} pending={len(self)} loop={self._loop_ref()!r}>"
+
+    # -- driver ------------------------------------------------------------------
+    def _new_handle(
+        self,
+        delay: object,
+        callback: object,
+        args: tuple[Any, ...],
+        context: object,
+        explicit: bool,
+    ) -> TimerHandle:
+        """Validate call_later's arguments (raising with their names), clamp, build."""
+        delay_ms = _delay_ms(delay, "delay")
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {callback!r}")
+        if not isinstance(context, _Context):
+            raise TypeError(f"context must be a contextvars.Context, got {context!r}")
+        if explicit:
+            explicit_handle = _ExplicitContextTimerHandle(delay_ms, callback, *args)
+            explicit_handle._context = context
+            return explicit_handle
+        if len(context):
+            shared = _ContextTimerHandle(delay_ms, callback, *args)
+            shared._context = self._share(context)
+            return shared
+        return TimerHandle(delay_ms, callback, *args)
+
+    def _share(self, ctx: contextvars.Context) -> contextvars.Context:
+        # Return an earlier snapshot holding the very same (variable, value)
+        # pairs, so that handles from one task share one Context object.
+        last = self._shared_context
+        if last is not None and len(last) == len(ctx) <= _MAX_SHARED_VARS:
+            get = last.get
+            for var, value in ctx.items():
+                if get(var, _MISSING) is not value:
+                    break
+            else:
+                return last
+        self._shared_context = ctx
+        return ctx
+
+    def _on_wake(self) -> None:
+        # Called by the core when a timer landed in a bucket earlier than every
+        # queued one, or was already due.
+        self._arm()
+
+    def _arm(self) -> None:
+        nxt = self.next_expiration_ms
+        if nxt is None:
+            return
+        armed = self._armed_ms
+        if armed is not None:
+            if armed <= nxt:
+                return
+            assert self._driver is not None
+            self._driver.cancel()
+        loop = self._loop_ref()
+        if loop is None:
+            return
+        self._armed_ms = nxt
+        # A tickwheel event loop sends call_at to this wheel: use its base's.
+        call_at = getattr(loop, "_tickwheel_base_call_at", loop.call_at)
+        self._driver = call_at(nxt / 1000, self._fire, context=_DRIVER_CONTEXT)
+
+    def _fire(self) -> None:
+        self._driver = None
+        self._armed_ms = None
+        backlog = self._backlog
+        if backlog is not None:
+            self._backlog = None
+            self._run_batch(backlog)
+        batch = self.poll(self.now_ms)
+        if batch:
+            self._run_batch(batch)
+        self._arm()
+
+    def _run_batch(self, batch: list[TimerTask]) -> None:
+        try:
+            self._run(batch, self._on_error)
+        except BaseException:
+            # SystemExit/KeyboardInterrupt (or CancelledError) from a callback
+            # leave the loop; the rest of the batch is still "expired" and runs
+            # on the next iteration, as asyncio's ready queue would.
+            self._backlog = batch
+            loop = self._loop_ref()
+            if loop is not None and not loop.is_closed():
+                if self._driver is not None:  # armed by a callback of this batch
+                    self._driver.cancel()
+                self._armed_ms = self.now_ms
+                self._driver = loop.call_soon(self._fire, context=_DRIVER_CONTEXT)
+            raise
+
+    def _on_error(self, task: TimerTask, exc: BaseException) -> None:
+        loop = self._loop_ref()
+        if loop is None:
+            return
+        loop.call_exception_handler(
+            {
+                "message": f"Exception in callback {task!r}",
+                "exception": exc,
+                "handle": task,
+            }
+        )
+
+
+_WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TimerWheel] = (
+    weakref.WeakKeyDictionary()
+)
+_last_wheel: TimerWheel | None = None
+
+
+def get_wheel(loop: asyncio.AbstractEventLoop | None = None) -> TimerWheel:
+    """The :class:`TimerWheel` of ``loop`` (default: the running loop).
+
+    Created on first use and kept as long as the loop lives.
+
+    :raises RuntimeError: if ``loop`` is None and no loop is running
+    """
+    global _last_wheel
+    if loop is None:
+        loop = _get_running_loop()
+    wheel = _last_wheel
+    if wheel is not None and wheel._loop_ref() is loop:
+        return wheel
+    wheel = _WHEELS.get(loop)
+    if wheel is None or wheel.closed:
+        wheel = TimerWheel(loop)
+        _WHEELS[loop] = wheel
+    _last_wheel = wheel
+    return wheel
+
+
+def call_later(
+    delay: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: contextvars.Context | None = None,
+) -> TimerHandle:
+    """``loop.call_later`` on the running loop's wheel (see TimerWheel.call_later)."""
+    # get_wheel() inlined: this is the hot path of a server's idle timeouts.
+    loop = _get_running_loop()
+    wheel = _last_wheel
+    if wheel is None or wheel._loop_ref() is not loop:
+        wheel = get_wheel(loop)
+    # TimerWheel.call_later is the one implementation.  The common call (no
+    # args, no context) passes neither *args nor a keyword: a star-call with a
+    # keyword would cost as much again as the rest of the work.
+    if context is None and not args:
+        return wheel.call_later(delay, callback)
+    return wheel.call_later(delay, callback, *args, context=context)
+
+
+def call_at(
+    when: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: contextvars.Context | None = None,
+) -> TimerHandle:
+    """``loop.call_at`` on the running loop's wheel; see :meth:`TimerWheel.call_at`."""
+    return get_wheel().call_at(when, callback, *args, context=context)
+
+
+_HAS_UNCANCEL = hasattr(asyncio.Task, "uncancel")
+# 3.13 turned a CancelledError subclass into TimeoutError too, and threads a
+# TimeoutError into the context chain of any other exception leaving an
+# expired block (3.14's timeouts.py keeps that __aexit__); 3.11 and 3.12 only
+# convert CancelledError itself.
+_CHAIN_TIMEOUT_ERROR = sys.version_info >= (3, 13)
+
+if sys.version_info >= (3, 11):
+    _TimeoutError = TimeoutError
+else:
+
+    class _TimeoutError(asyncio.TimeoutError, TimeoutError):  # type: ignore[misc]
+        """Before 3.11 asyncio.TimeoutError is not the builtin: this is both."""
+
+    _TimeoutError.__name__ = _TimeoutError.__qualname__ = "TimeoutError"
+
+
+class _State(enum.Enum):
+    CREATED = "created"
+    ENTERED = "active"
+    EXPIRING = "expiring"
+    EXPIRED = "expired"
+    EXITED = "finished"
+
+
+def _insert_timeout_error(exc_val: BaseException) -> None:
+    # 3.13's Timeout._insert_timeout_error: put a TimeoutError between the
+    # first CancelledError in the context chain and what it interrupted.
+    while exc_val.__context__ is not None:
+        if isinstance(exc_val.__context__, asyncio.CancelledError):
+            te = _TimeoutError()
+            te.__context__ = te.__cause__ = exc_val.__context__
+            exc_val.__context__ = te
+            break
+        exc_val = exc_val.__context__
+
+
+class Timeout(TimerTask):
+    """Async context manager that cancels the enclosing task at a deadline.
+
+    The semantics, states and messages of the running Python's
+    ``asyncio.Timeout``: on expiry it cancels the task it was entered in; on
+    exit it turns that task's CancelledError into TimeoutError unless someone
+    else also cancelled the task (``Task.uncancel()`` bookkeeping), so nested
+    timeouts and outside cancellation behave as in asyncio.  On 3.13+ a
+    different exception leaving an expired block gets a TimeoutError chained
+    in its context, as in 3.13.  A deadline at or before ``loop.time()`` is
+    handled with ``loop.call_soon``, so it fires before the task resumes.
+    The object is itself the wheel node, so a pending timeout costs one
+    object (plus its ``when``).
+
+    Use :func:`timeout` / :func:`timeout_at` (or the TimerWheel methods).
+
+    Runtime complexity: enter, reschedule and exit are O(levels) or better.
+    """
+
+    __slots__ = (
+        "_tm_when",
+        "_tm_state",
+        "_tm_task",
+        "_tm_cancelling",
+        "_tm_wheel",
+        "_tm_soon",
+    )
+
+    def __init__(self, when: float | None, wheel: TimerWheel) -> None:
+        super().__init__(0)
+        self._tm_when = when
+        self._tm_state = _State.CREATED
+        self._tm_task: asyncio.Task[Any] | None = None
+        self._tm_cancelling = 0
+        self._tm_wheel = wheel
+        # The loop.call_soon handle of a deadline that was already past.
+        self._tm_soon: asyncio.Handle | None = None
+
+    def when(self) -> float | None:
+        """The current deadline in loop-time seconds, or None."""
+        return self._tm_when
+
+    def reschedule(self, when: float | None) -> None:
+        """Move the deadline to ``when`` (loop time), or disable it with None.
+
+        A deadline at or before ``loop.time()`` expires on the next loop
+        iteration, before the task resumes (as in asyncio).
+
+        :raises RuntimeError: unless the timeout is entered and not expiring
+        :raises TypeError: if ``when`` is not a number or None
+        :raises ValueError: if ``when`` is NaN
+        """
+        if self._tm_state is not _State.ENTERED:
+            if self._tm_state is _State.CREATED:
+                raise RuntimeError("Timeout has not been entered")
+            raise RuntimeError(f"Cannot change state of {self._tm_state.value} Timeout")
+        self._cancel_timer()
+        if when is None:
+            self._tm_when = None
+            return
+        wheel = self._tm_wheel
+        loop = wheel._loop_ref()
+        if loop is None:
+            loop = _get_running_loop()
+        now = loop.time()
+        try:
+            delay = when - now
+        except TypeError:
+            raise TypeError(f"when must be a number of seconds, got {when!r}") from None
+        delay_ms = _delay_ms(delay, "when")
+        self._tm_when = when
+        if when <= now:
+            self._tm_soon = loop.call_soon(self._on_soon, context=_DRIVER_CONTEXT)
+            return
+        self.delay_ms = delay_ms
+        wheel.add(self)
+
+    def postpone(self, delay: float) -> bool:
+        """Move the deadline to ``delay`` seconds from now: ``reschedule(now + delay)``.
+
+        :return: True (the deadline moved)
+        :raises RuntimeError: unless the timeout is entered and not expiring
+        :raises TypeError: if ``delay`` is not a number
+        """
+        delay_ms = _delay_ms(delay, "delay")
+        if not -_LIMIT_MS < delay_ms < _LIMIT_MS:
+            delay = delay_ms / 1000  # clamped, like call_later's
+        loop = self._tm_wheel._loop_ref()
+        self.reschedule(
+            (self._tm_wheel.time() if loop is None else loop.time()) + delay
+        )
+        return True
+
+    def expired(self) -> bool:
+        """True once the deadline passed while the block was running."""
+        return self._tm_state is _State.EXPIRING or self._tm_state is _State.EXPIRED
+
+    def run(self) -> None:
+        """At the deadline: cancel the task (asyncio's _on_timeout)."""
+        assert self._tm_state is _State.ENTERED
+        assert self._tm_task is not None
+        self._tm_task.cancel()
+        self._tm_state = _State.EXPIRING
+
+    def _on_soon(self) -> None:
+        self._tm_soon = None
+        self.run()
+
+    def _cancel_timer(self) -> None:
+        TimerTask.cancel(self)
+        soon = self._tm_soon
+        if soon is not None:
+            self._tm_soon = None
+            soon.cancel()
+
+    def __repr__(self) -> str:
+        info = ""
+        if self._tm_state is _State.ENTERED:
+            when = round(self._tm_when, 3) if self._tm_when is not None else None
+            info = f" when={when}"
+        return f"<Timeout [{self._tm_state.value}]{info}>"
+
+    async def __aenter__(self) -> Self:
+        if self._tm_state is not _State.CREATED:
+            raise RuntimeError("Timeout has already been entered")
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("Timeout should be used inside a task")
+        self._tm_state = _State.ENTERED
+        self._tm_task = task
+        # Task.cancelling()/uncancel() are new in 3.11; before, every
+        # CancelledError after our deadline is taken as ours.
+        self._tm_cancelling = task.cancelling() if _HAS_UNCANCEL else 0
+        self.reschedule(self._tm_when)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tm_state in (_State.ENTERED, _State.EXPIRING)
+        self._cancel_timer()
+        if self._tm_state is _State.EXPIRING:
+            self._tm_state = _State.EXPIRED
+            assert self._tm_task is not None
+            if (
+                self._tm_task.uncancel() if _HAS_UNCANCEL else 0
+            ) <= self._tm_cancelling and exc_type is not None:
+                # No other cancel request is pending: this one was ours.
+                if not _CHAIN_TIMEOUT_ERROR:
+                    if exc_type is asyncio.CancelledError:
+                        raise _TimeoutError from exc_val
+                elif issubclass(exc_type, asyncio.CancelledError):
+                    raise _TimeoutError from exc_val
+                elif exc_val is not None:
+                    _insert_timeout_error(exc_val)
+                    if isinstance(exc_val, ExceptionGroup):  # noqa: F821
+                        for exc in exc_val.exceptions:
+                            _insert_timeout_error(exc)
+        elif self._tm_state is _State.ENTERED:
+            self._tm_state = _State.EXITED
+        return None
+
+
+def timeout(delay: float | None) -> Timeout:
+    """``asyncio.timeout(delay)`` on the running loop's wheel.
+
+    ``delay`` is in seconds, or None for no deadline.  The block's task is
+    cancelled at the deadline and TimeoutError raised on exit.
+
+    :raises RuntimeError: if no loop is running
+    :raises TypeError: if ``delay`` is not a number or None
+    """
+    return get_wheel().timeout(delay)
+
+
+def timeout_at(when: float | None) -> Timeout:
+    """``asyncio.timeout_at(when)`` on the running loop's wheel (loop-time seconds)."""
+    return get_wheel().timeout_at(when)
+
+
+# The public names keep the module users import them from (help(), repr()).
+for _public in (
+    Timeout,
+    TimerHandle,
+    TimerWheel,
+    call_at,
+    call_later,
+    get_wheel,
+    timeout,
+    timeout_at,
+):
+    _public.__module__ = f"{__package__}.compat_asyncio"
+del _public
