@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import sys
 import time
 from asyncio import coroutines as _coroutines
@@ -83,6 +84,7 @@ _delay_ms: Any = None
 _uses_monotonic_clock: Any = None
 
 _get_running_loop = _events._get_running_loop
+_ceil = math.ceil
 _iscoroutine = _coroutines.iscoroutine
 _iscoroutinefunction = _coroutines.iscoroutinefunction
 _THREAD_MESSAGE = (
@@ -192,16 +194,23 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
                         wheel, _ContextTimerHandle, delay_ms, callback, *args
                     )
                     handle._context = wheel._share(ctx)
-                    return handle  # type: ignore[no-any-return]
-                if args:
-                    return _schedule_as(  # type: ignore[no-any-return]
+                elif args:
+                    handle = _schedule_as(
                         wheel, _TimerHandle, delay_ms, callback, *args
                     )
-                return _schedule_as(  # type: ignore[no-any-return]
-                    wheel, _TimerHandle, delay_ms, callback
-                )
+                else:
+                    handle = _schedule_as(wheel, _TimerHandle, delay_ms, callback)
             except (TypeError, ValueError, OverflowError):
                 pass
+            else:
+                # The exact deadline is ``when`` itself, not the clock read of
+                # the add plus a delay: equal ``when``s are ties (run as
+                # scheduled), as in asyncio's heap.
+                try:
+                    handle.deadline_ns = _ceil(when * 1e9)
+                except ValueError:  # over 4 s in the past: stays at its add's
+                    pass
+                return handle  # type: ignore[no-any-return]
         _delay_ms(when, "when")  # a non-number or NaN `when`, named as such
         return wheel.call_at(when, callback, *args, context=context)
 
