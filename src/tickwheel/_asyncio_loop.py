@@ -42,10 +42,14 @@ Checks kept from asyncio: a closed loop raises RuntimeError("Event loop is
 closed"); in debug mode a call from a thread other than the one running the
 loop raises RuntimeError, and a coroutine (function) as callback raises
 TypeError.  These run on a flagged slow path, so the common call costs one
-attribute test.  Differences: deadlines are rounded up to the wheel tick
-(1 ms) and never fire early; ``close()`` cancels the pending wheel timers
-(their ``cancelled()`` turns True); in debug mode a slow wheel callback is
-reported as the driver's (``TimerWheel._fire``) slow run.
+attribute test.  Timers run in asyncio's order and time: each at its exact
+deadline (never early), those of one tick by deadline (issue 30).
+Differences: ``TimerHandle.when()`` reads the deadline rounded up to the
+wheel tick (1 ms; ``_when`` is exact); ``close()`` cancels the pending
+wheel timers (their ``cancelled()`` turns True); a ``loop.time`` replaced
+on the instance is not seen by the wheel (override ``time()`` in a
+subclass instead); in debug mode a slow wheel callback is reported as the
+driver's (``TimerWheel._fire``) slow run.
 
 Import the public names from :mod:`tickwheel.compat_asyncio`.
 """
