@@ -212,7 +212,7 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
                 # scheduled), as in asyncio's heap.
                 try:
                     handle.deadline_ns = _ceil(when * 1e9)
-                except ValueError:  # over 4 s in the past: stays at its add's
+                except (ValueError, OverflowError):  # over 4 s in the past: kept
                     pass
                 return handle  # type: ignore[no-any-return]
         _delay_ms(when, "when")  # a non-number or NaN `when`, named as such

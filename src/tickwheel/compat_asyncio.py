@@ -505,8 +505,8 @@ class TimerWheel(TimerCore):
 
     def _arm(self) -> None:
         # The driver wakes for the earliest of: the first held task's exact
-        # deadline, and the next bucket (in exact mode at its slot's start,
-        # where its earliest deadline may lie; else at its expiration).
+        # deadline, and the start of the next bucket's slot (where its
+        # earliest deadline may lie).
         nxt = self.next_expiration_ms
         held = self._held
         if nxt is None:
@@ -539,8 +539,8 @@ class TimerWheel(TimerCore):
         self._driver = None
         self._armed_ns = None
         now_ns = self.now_ns
-        # In exact mode the buckets of the next tick are taken too: their
-        # tasks are due within it, each at its own deadline.
+        # The buckets of the next tick are taken too: their tasks fall due
+        # within it, each at its own deadline (until then they are held).
         batch = self.poll(now_ns // 1_000_000 + self._lead_ms)
         held = self._held
         if held is not None:
