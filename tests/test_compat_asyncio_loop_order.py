@@ -103,7 +103,7 @@ def test_one_tick_runs_by_exact_deadline_ties_as_scheduled(
         log: list[str] = []
         lp = asyncio.get_running_loop()
         # A millisecond boundary a few ticks ahead: all of these share its tick.
-        start = (int(time.monotonic() * 1000) + 5) / 1000
+        start = (int(time.monotonic() * 1000) + 30) / 1000
         lp.call_at(start + 0.0009, log.append, "late")
         lp.call_at(start + 0.0003, log.append, "tie-1")
         lp.call_at(start + 0.0006, log.append, "middle")
@@ -113,7 +113,7 @@ def test_one_tick_runs_by_exact_deadline_ties_as_scheduled(
         # asyncio's attribute: the exact deadline, never before the one asked.
         assert start + 0.0001 <= handle._when < start + 0.0002
         assert handle.when() == pytest.approx(start + 0.001)  # the tick
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.04)
         return log
 
     assert _run(loop, main) == ["early", "tie-1", "tie-2", "middle", "late"]
@@ -127,10 +127,10 @@ def test_tick_order_on_the_compat_wheel_of_a_plain_loop(
     # The drop-ins (tw.call_at on a stock loop's wheel) order the same way.
     async def main() -> list[int]:
         log: list[int] = []
-        start = (int(time.monotonic() * 1000) + 5) / 1000
+        start = (int(time.monotonic() * 1000) + 30) / 1000
         for i, offset in enumerate([0.0008, 0.0002, 0.0005, 0.0002]):
             tw.call_at(start + offset, log.append, i)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.04)
         return log
 
     lp = _plain(base)
@@ -240,40 +240,48 @@ def test_sub_tick_deadline_runs_at_its_exact_time(dropin: ModuleType) -> None:
 # -- a reply racing a close timeout -----------------------------------------------------
 
 
-def _reply_race(loop: asyncio.AbstractEventLoop, rounds: int) -> int:
+def _reply_race(loop: asyncio.AbstractEventLoop, rounds: int) -> tuple[int, int]:
     """websockets' race: a 2 ms close timeout, then a reply delayed 1 ms.
 
     The reply is scheduled ~300 us after the timeout, so its deadline is
-    ~700 us earlier; asyncio runs it first.  Returns how often the timeout won.
+    ~700 us earlier and asyncio runs it first.  Returns (rounds decided
+    against the earlier deadline, rounds compared); a round whose two
+    deadlines ended up within 50 us of each other (a preempted spin on a
+    loaded host) is not compared.
     """
 
-    async def main() -> int:
+    async def main() -> tuple[int, int]:
         lp = asyncio.get_running_loop()
-        lost = 0
+        wrong = compared = 0
         for _ in range(rounds):
             closed = lp.create_future()
+            deadlines: dict[str, float] = {}
 
             def schedule() -> None:
+                deadlines["timeout"] = time.monotonic() + 0.002
                 lp.call_later(0.002, lambda: closed.done() or closed.set_result("timeout"))
                 _spin(0.0003)
+                deadlines["reply"] = time.monotonic() + 0.001
                 lp.call_later(0.001, lambda: closed.done() or closed.set_result("reply"))
 
             lp.call_soon(schedule)
-            lost += await closed == "timeout"
+            winner = await closed
             await asyncio.sleep(0.003)  # let the loser run
-        return lost
+            if abs(deadlines["timeout"] - deadlines["reply"]) < 50e-6:
+                continue
+            compared += 1
+            wrong += winner != min(deadlines, key=deadlines.__getitem__)
+        return wrong, compared
 
     return _run(loop, main)  # type: ignore[no-any-return]
 
 
-def test_reply_beats_a_later_close_timeout_as_on_the_base_loop(
+def test_reply_beats_a_later_close_timeout(
     loop: asyncio.AbstractEventLoop, base: type[asyncio.AbstractEventLoop] | None
 ) -> None:
-    ours = _reply_race(loop, 20)
-    plain = _plain(base)
-    try:
-        theirs = _reply_race(plain, 20)
-    finally:
-        plain.close()
-    assert ours == 0
-    assert ours <= theirs
+    # On the plain base loops asyncio's heap gets this right; libuv's 1 ms
+    # timers do not always (uvloop may run the timeout first): the tickwheel
+    # loop runs the earlier deadline first over both.
+    wrong, compared = _reply_race(loop, 20)
+    assert compared >= 10
+    assert wrong == 0

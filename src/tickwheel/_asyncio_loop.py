@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import sys
 import time
 from asyncio import coroutines as _coroutines
@@ -86,9 +85,9 @@ _ContextTimerHandle: Any = None
 _get_wheel: Any = None
 _delay_ms: Any = None
 _uses_monotonic_clock: Any = None
+_pin_deadline: Any = None
 
 _get_running_loop = _events._get_running_loop
-_ceil = math.ceil
 _iscoroutine = _coroutines.iscoroutine
 _iscoroutinefunction = _coroutines.iscoroutinefunction
 _THREAD_MESSAGE = (
@@ -98,7 +97,7 @@ _THREAD_MESSAGE = (
 
 def _bind() -> None:
     global _bound, _copy_context, _schedule_as, _TimerHandle, _ContextTimerHandle
-    global _get_wheel, _delay_ms, _uses_monotonic_clock
+    global _get_wheel, _delay_ms, _uses_monotonic_clock, _pin_deadline
     if _bound:
         return
     from . import compat_asyncio as c
@@ -110,6 +109,7 @@ def _bind() -> None:
     _get_wheel = c.get_wheel
     _delay_ms = c._delay_ms
     _uses_monotonic_clock = c._uses_monotonic_clock
+    _pin_deadline = c._pin_deadline
     _bound = True
 
 
@@ -210,10 +210,7 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
                 # The exact deadline is ``when`` itself, not the clock read of
                 # the add plus a delay: equal ``when``s are ties (run as
                 # scheduled), as in asyncio's heap.
-                try:
-                    handle.deadline_ns = _ceil(when * 1e9)
-                except (ValueError, OverflowError):  # over 4 s in the past: kept
-                    pass
+                _pin_deadline(handle, when, wheel)
                 return handle  # type: ignore[no-any-return]
         _delay_ms(when, "when")  # a non-number or NaN `when`, named as such
         return wheel.call_at(when, callback, *args, context=context)

@@ -147,17 +147,27 @@ def _delay_ms(value: object, name: str) -> float:
     return _LIMIT_MS if delay_ms > 0 else -_LIMIT_MS
 
 
-def _pin_deadline(task: TimerTask, when: float) -> None:
+def _pin_deadline(task: TimerTask, when: float, wheel: TimerCore) -> None:
     """Make ``when`` (loop seconds) the task's exact deadline, as asyncio keeps it.
 
-    The add computed it from a clock read plus ``when - now`` (a few hundred
-    ns later); with ``when`` itself, equal deadlines are ties, run in the
-    order they were scheduled.  One more than 4 s in the past keeps its own.
+    The add computed it from a clock read plus ``when - now``, a little
+    later; with ``when`` itself, equal deadlines are ties, run in the order
+    they were scheduled.  If the thread was preempted between the two reads
+    long enough for the add to land in a later tick than ``when``'s, the
+    task is added again (one more than 4 s in the past keeps its own).
     """
-    try:
-        task.deadline_ns = math.ceil(when * 1e9)
-    except (ValueError, OverflowError):
-        pass
+    deadline = math.ceil(when * 1e9)
+    for _ in range(3):
+        try:
+            task.deadline_ns = deadline
+        except (ValueError, OverflowError):
+            return
+        if deadline > (task.expiration_ms - wheel.tick_ms) * 1_000_000:
+            return
+        if task.state == "expired":
+            return  # due: it runs on the next iteration, in deadline order
+        if not _task_postpone(task, (deadline - wheel.now_ns) / 1e6):
+            return
 
 
 def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
@@ -420,7 +430,8 @@ class TimerWheel(TimerCore):
         except TypeError:
             raise TypeError(f"when must be a number of seconds, got {when!r}") from None
         handle = self.call_later(delay, callback, *args, context=context)
-        _pin_deadline(handle, when)
+        if math.isfinite(when):
+            _pin_deadline(handle, when, self)
         return handle
 
     def timeout(self, delay: float | None) -> Timeout:
@@ -764,7 +775,7 @@ class Timeout(TimerTask):
             return
         self.delay_ms = delay_ms
         wheel.add(self)
-        _pin_deadline(self, when)
+        _pin_deadline(self, when, wheel)
 
     def postpone(self, delay: float) -> bool:
         """Move the deadline to ``delay`` seconds from now: ``reschedule(now + delay)``.
