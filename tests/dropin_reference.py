@@ -55,8 +55,11 @@ class Reference:
     ids no longer pending are just skipped.
     """
 
-    def __init__(self, tick_ms: int) -> None:
+    def __init__(self, tick_ms: int, exact: bool = False) -> None:
         self.tick_ms = tick_ms
+        # True: a timer is due at its exact deadline, not at its tick's end
+        # (the asyncio drop-in on a loop with sub-millisecond timers).
+        self.exact = exact
         self.heap: list[tuple[int, int]] = []
         self.pending: dict[int, int] = {}  # id -> due_ns
 
@@ -73,7 +76,7 @@ class Reference:
         deadline_ms = ceil_div(deadline_ns, NS_PER_MS)
         expiration_ms = ceil_div(deadline_ms, self.tick_ms) * self.tick_ms
         # Already due when added: it runs at the next expiry pass ("now").
-        due_ns = max(expiration_ms * NS_PER_MS, now_ns)
+        due_ns = max(deadline_ns if self.exact else expiration_ms * NS_PER_MS, now_ns)
         self.pending[rid] = due_ns
         heapq.heappush(self.heap, (due_ns, rid))
         return expiration_ms

@@ -17,22 +17,22 @@ ids):
   loop wakes on time);
 * callbacks that, while running, cancel another handle or schedule new ones.
 
-The reference is the documented contract: a handle's deadline is the clock
-at ``call_later`` plus the delay, rounded up to the millisecond and then to
-the tick; a handle already due when added runs on the next loop iteration;
-due handles run in deadline order.  It is checked *online*: whenever a
+The reference is the documented contract: a handle is due at its exact
+deadline, the clock at ``call_later`` plus the delay (its ``when()`` is that
+rounded up to the millisecond and then to the tick); a handle already due
+when added runs on the next loop iteration; due handles run in deadline
+order (issue 30; before it, at the tick's end).  It is checked *online*: whenever a
 callback runs, no pending handle may be due before it, its deadline must
 have passed (never early), and when the loop wakes on time it must run
 exactly at its deadline (never late).  After each rule the wheel's
 ``len()``, each handle's ``cancelled()`` and ``when()`` and the wheel's
 ``_check()`` must agree with the reference.
 
-Handles due in the same tick may run in any order.  The wheel does not keep
-scheduling order across levels: a handle filed in a coarse bucket earlier
-is moved down behind one filed later straight into the fine bucket (found
-by this machine; e.g. at loop time 0 ``call_later(1.0, a)`` and
-``call_later(0.79, f)``, where ``f`` calls ``call_later(0.21, b)``: ``b``
-runs first).  asyncio leaves the order of equal deadlines undefined too.
+Handles run by exact deadline; equal deadlines run as scheduled unless one
+was filed on a coarser level first: the wheel moves it down behind one filed
+later straight into the fine bucket (found by this machine; e.g. at loop time
+0 ``call_later(1.0, a)`` and ``call_later(0.79, f)``, where ``f`` calls
+``call_later(0.21, b)``: ``b`` runs first).  The reference accepts either.
 
 Both cores: the ``c-extension`` variant uses :mod:`tickwheel.compat_asyncio`
 as imported (its wheel must sit on the compiled core); the ``pure-python``
@@ -103,6 +103,11 @@ class ManualClockLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self.now_ns / 1e9
 
+    def next_wake_ns(self) -> int | None:
+        """When the loop's earliest timer (the wheel's driver) is due, or None."""
+        whens = [h.when() for h in self._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
+        return round(min(whens) * 1e9) if whens else None
+
     def run_one_iteration(self) -> None:
         """Run what is ready and what is scheduled at or before ``time()``."""
         self.call_soon(self.stop)
@@ -155,7 +160,7 @@ def make_machine(
             self.wheel: Any = dropin.TimerWheel(
                 self.loop, tick_ms=tick_ms, wheel_size=wheel_size
             )
-            self.ref = Reference(tick_ms)
+            self.ref = Reference(tick_ms, exact=True)
             self.recs: list[Rec] = []
             self.errors: list[str] = []
             # True while the loop wakes at every due bucket (stepped advance),
@@ -222,11 +227,12 @@ def make_machine(
             """Run loop iterations until the wheel has nothing due at this time."""
             for _ in range(1_000):
                 self.loop.run_one_iteration()
-                nxt = self.wheel.next_expiration_ms
-                if nxt is None or nxt * NS_PER_MS > self.loop.now_ns:
+                nxt = self.loop.next_wake_ns()
+                if nxt is None or nxt > self.loop.now_ns:
                     return
             self.errors.append(
-                f"wheel stuck at {self.loop.now_ns} ns: bucket {nxt} ms never fired"
+                f"wheel stuck at {self.loop.now_ns} ns: its driver at {nxt} ns "
+                "never ran"
             )
 
         # -- rules ----------------------------------------------------------------
@@ -262,13 +268,13 @@ def make_machine(
             target = min(self.loop.now_ns + step_ns, CLOCK_CAP_NS)
             self.on_time = on_time
             if on_time:
-                # Wake at each due bucket, as a real loop would.
+                # Wake whenever the wheel's driver is due, as a real loop would.
                 while True:
                     self.run_due()
-                    nxt = self.wheel.next_expiration_ms
-                    if nxt is None or nxt * NS_PER_MS > target or self.errors:
+                    nxt = self.loop.next_wake_ns()
+                    if nxt is None or nxt > target or self.errors:
                         break
-                    self.loop.now_ns = nxt * NS_PER_MS
+                    self.loop.now_ns = nxt
             # Otherwise the loop wakes late, once, at the target.
             self.loop.now_ns = target
             self.run_due()

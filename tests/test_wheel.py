@@ -168,3 +168,28 @@ def test_poll_merges_tasks_due_when_added_by_expiration(timers):
     core.now_ns = 13_000_000
     assert core.poll(core.now_ms) == [outer, inner, later]
     core._check()
+
+
+def test_deadline_ns_keeps_the_exact_deadline_inside_the_tick(impl):
+    # Issue 30: the node keeps its exact deadline (clock ns) beside the
+    # rounded-up expiration, so a driver can run one tick in asyncio's order.
+    core = impl.TimerCore(manual=True)
+    core.now_ns = 1_000_000_300
+    a = impl.TimerTask(1.5, print)
+    b = impl.TimerTask(1.25, print)
+    core.add(a)
+    core.add(b)
+    assert (a.expiration_ms, a.deadline_ns) == (1002, 1_001_500_300)
+    assert (b.expiration_ms, b.deadline_ns) == (1002, 1_001_250_300)
+    # A caller that knows it better (asyncio's call_at(when)) may set it
+    # within the tick's reach, never after the expiration.
+    b.deadline_ns = 1_001_250_000
+    assert b.deadline_ns == 1_001_250_000 and b.expiration_ms == 1002
+    with pytest.raises(ValueError, match="deadline_ns must be in"):
+        b.deadline_ns = 1_002_000_001
+    with pytest.raises(TypeError, match="deadline_ns must be an int, got 1.5"):
+        b.deadline_ns = 1.5
+    # Re-adding computes it afresh, in the past too.
+    a.postpone(-10_000)
+    assert a.deadline_ns == 1_000_000_300 - 10_000 * 10**6
+    core._check()

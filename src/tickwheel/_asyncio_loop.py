@@ -42,10 +42,14 @@ Checks kept from asyncio: a closed loop raises RuntimeError("Event loop is
 closed"); in debug mode a call from a thread other than the one running the
 loop raises RuntimeError, and a coroutine (function) as callback raises
 TypeError.  These run on a flagged slow path, so the common call costs one
-attribute test.  Differences: deadlines are rounded up to the wheel tick
-(1 ms) and never fire early; ``close()`` cancels the pending wheel timers
-(their ``cancelled()`` turns True); in debug mode a slow wheel callback is
-reported as the driver's (``TimerWheel._fire``) slow run.
+attribute test.  Timers run in asyncio's order and time: each at its exact
+deadline (never early), those of one tick by deadline (issue 30).
+Differences: ``TimerHandle.when()`` reads the deadline rounded up to the
+wheel tick (1 ms; ``_when`` is exact); ``close()`` cancels the pending
+wheel timers (their ``cancelled()`` turns True); a ``loop.time`` replaced
+on the instance is not seen by the wheel (override ``time()`` in a
+subclass instead); in debug mode a slow wheel callback is reported as the
+driver's (``TimerWheel._fire``) slow run.
 
 Import the public names from :mod:`tickwheel.compat_asyncio`.
 """
@@ -82,6 +86,7 @@ _ContextTimerHandle: Any = _layer._ContextTimerHandle
 _get_wheel: Any = _layer.get_wheel
 _delay_ms: Any = _layer._delay_ms
 _uses_monotonic_clock: Any = _layer._uses_monotonic_clock
+_pin_deadline: Any = _layer._pin_deadline
 
 _get_running_loop = _events._get_running_loop
 _iscoroutine = _coroutines.iscoroutine
@@ -177,16 +182,20 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
                         wheel, _ContextTimerHandle, delay_ms, callback, *args
                     )
                     handle._context = wheel._share(ctx)
-                    return handle  # type: ignore[no-any-return]
-                if args:
-                    return _schedule_as(  # type: ignore[no-any-return]
+                elif args:
+                    handle = _schedule_as(
                         wheel, _TimerHandle, delay_ms, callback, *args
                     )
-                return _schedule_as(  # type: ignore[no-any-return]
-                    wheel, _TimerHandle, delay_ms, callback
-                )
+                else:
+                    handle = _schedule_as(wheel, _TimerHandle, delay_ms, callback)
             except (TypeError, ValueError, OverflowError):
                 pass
+            else:
+                # The exact deadline is ``when`` itself, not the clock read of
+                # the add plus a delay: equal ``when``s are ties (run as
+                # scheduled), as in asyncio's heap.
+                _pin_deadline(handle, when, wheel)
+                return handle  # type: ignore[no-any-return]
         _delay_ms(when, "when")  # a non-number or NaN `when`, named as such
         return wheel.call_at(when, callback, *args, context=context)
 

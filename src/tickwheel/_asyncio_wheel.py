@@ -21,6 +21,7 @@ import asyncio
 import contextvars
 import enum
 import math
+import operator
 import sys
 import weakref
 from asyncio import events as _events
@@ -68,6 +69,8 @@ _MISSING = object()
 _DRIVER_CONTEXT = _Context()
 _task_cancelled = TimerTask.cancelled.__get__
 _task_postpone = TimerTask.postpone
+_task_cancel = TimerTask.cancel
+_DEADLINE = operator.attrgetter("deadline_ns")
 # Unbound, so the hot path skips creating a bound method per call.
 _core_add = TimerCore.add
 # One C call that makes the handle (no __init__) and adds it
@@ -90,6 +93,29 @@ def _delay_ms(value: object, name: str) -> float:
     return _LIMIT_MS if delay_ms > 0 else -_LIMIT_MS
 
 
+def _pin_deadline(task: TimerTask, when: float, wheel: TimerCore) -> None:
+    """Make ``when`` (loop seconds) the task's exact deadline, as asyncio keeps it.
+
+    The add computed it from a clock read plus ``when - now``, a little
+    later; with ``when`` itself, equal deadlines are ties, run in the order
+    they were scheduled.  If the thread was preempted between the two reads
+    long enough for the add to land in a later tick than ``when``'s, the
+    task is added again (one more than 4 s in the past keeps its own).
+    """
+    deadline = math.ceil(when * 1e9)
+    for _ in range(3):
+        try:
+            task.deadline_ns = deadline
+        except (ValueError, OverflowError):
+            return
+        if deadline > (task.expiration_ms - wheel.tick_ms) * 1_000_000:
+            return
+        if task.state == "expired":
+            return  # due: it runs on the next iteration, in deadline order
+        if not _task_postpone(task, (deadline - wheel.now_ns) / 1e6):
+            return
+
+
 def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
     """True if ``loop.time()`` reads CLOCK_MONOTONIC, so the wheel may read it in C.
 
@@ -103,6 +129,11 @@ def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
     loop_time = getattr(type(loop), "time", None)
     if loop_time is _BaseEventLoop_time:
         return True
+    return _is_uvloop(loop)
+
+
+def _is_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
+    """True if ``loop.time()`` is uvloop's (its timers have 1 ms resolution)."""
     # uvloop.Loop, or a subclass keeping its time() (tickwheel's event loop).
     owner = next((k for k in type(loop).__mro__ if "time" in vars(k)), object)
     return owner.__module__.split(".")[0] == "uvloop"
@@ -129,6 +160,15 @@ class TimerHandle(TimerTask):
     def when(self) -> float:
         """The scheduled time in loop-time seconds, rounded up to the wheel tick."""
         return self.expiration_ms / 1000
+
+    @property
+    def _when(self) -> float:
+        """The exact deadline in loop-time seconds (asyncio's ``TimerHandle._when``).
+
+        Callbacks of one tick run in this order; on asyncio's loops each
+        runs once the loop's clock has reached it.  Read-only.
+        """
+        return self.deadline_ns / 1e9
 
     def postpone(self, delay: float) -> bool:
         """Move the pending callback to run ``delay`` seconds from now.
@@ -247,8 +287,17 @@ class TimerWheel(TimerCore):
         super().__init__(tick_ms, wheel_size, None, clock, False)
         self._loop_ref = ref
         self._driver: asyncio.Handle | None = None
-        self._armed_ms: int | None = None
-        self._backlog: list[TimerTask] | None = None
+        self._armed_ns: int | None = None
+        # Expired tasks taken from the core whose exact deadline has not come
+        # yet (or left by an exception), sorted by deadline_ns.
+        self._held: list[TimerTask] | None = None
+        # The driver takes the next tick's bucket early (at its slot's
+        # start) and runs each task once the clock reaches its exact deadline.
+        self._lead_ms = self.tick_ms
+        # uvloop's call_at rounds to libuv's 1 ms resolution (a timer under
+        # 0.5 ms ahead runs at once): arm it for whole milliseconds, so the
+        # driver never spins waiting for a deadline inside the current one.
+        self._whole_ms = _is_uvloop(loop)
         self._shared_context: contextvars.Context | None = None
 
     # -- public API ------------------------------------------------------------
@@ -326,7 +375,10 @@ class TimerWheel(TimerCore):
             delay = when - self.now_ns / 1e9
         except TypeError:
             raise TypeError(f"when must be a number of seconds, got {when!r}") from None
-        return self.call_later(delay, callback, *args, context=context)
+        handle = self.call_later(delay, callback, *args, context=context)
+        if math.isfinite(when):
+            _pin_deadline(handle, when, self)
+        return handle
 
     def timeout(self, delay: float | None) -> Timeout:
         """An ``asyncio.timeout(delay)`` driven by this wheel (see :class:`Timeout`)."""
@@ -346,9 +398,12 @@ class TimerWheel(TimerCore):
 
     def close(self) -> None:
         """Cancel every pending timer and the loop handle; refuse new timers."""
-        driver, self._driver, self._armed_ms = self._driver, None, None
+        driver, self._driver, self._armed_ns = self._driver, None, None
         if driver is not None:
             driver.cancel()
+        held, self._held = self._held, None
+        for task in held or ():
+            _task_cancel(task)
         self._close_core()
         loop = self._loop_ref()
         if loop is not None and _WHEELS.get(loop) is self:
@@ -406,33 +461,63 @@ class TimerWheel(TimerCore):
         self._arm()
 
     def _arm(self) -> None:
+        # The driver wakes for the earliest of: the first held task's exact
+        # deadline, and the start of the next bucket's slot (where its
+        # earliest deadline may lie).
         nxt = self.next_expiration_ms
+        held = self._held
         if nxt is None:
-            return
-        armed = self._armed_ms
+            if not held:
+                return
+            at_ns = held[0].deadline_ns
+        else:
+            at_ns = (nxt - self._lead_ms) * 1_000_000
+            if held:
+                first = held[0].deadline_ns
+                if first < at_ns:
+                    at_ns = first
+        if self._whole_ms:
+            at_ns = -(-at_ns // 1_000_000) * 1_000_000
+        armed = self._armed_ns
         if armed is not None:
-            if armed <= nxt:
+            if armed <= at_ns:
                 return
             assert self._driver is not None
             self._driver.cancel()
         loop = self._loop_ref()
         if loop is None:
             return
-        self._armed_ms = nxt
+        self._armed_ns = at_ns
         # A tickwheel event loop sends call_at to this wheel: use its base's.
         call_at = getattr(loop, "_tickwheel_base_call_at", loop.call_at)
-        self._driver = call_at(nxt / 1000, self._fire, context=_DRIVER_CONTEXT)
+        self._driver = call_at(at_ns / 1e9, self._fire, context=_DRIVER_CONTEXT)
 
     def _fire(self) -> None:
         self._driver = None
-        self._armed_ms = None
-        backlog = self._backlog
-        if backlog is not None:
-            self._backlog = None
-            self._run_batch(backlog)
-        batch = self.poll(self.now_ms)
+        self._armed_ns = None
+        now_ns = self.now_ns
+        # The buckets of the next tick are taken too: their tasks fall due
+        # within it, each at its own deadline (until then they are held).
+        batch = self.poll(now_ns // 1_000_000 + self._lead_ms)
+        held = self._held
+        if held is not None:
+            self._held = None
+            batch = held + batch if batch else held
         if batch:
-            self._run_batch(batch)
+            if len(batch) > 1:
+                # asyncio's order: by exact deadline, ties as scheduled (the
+                # sort is stable and poll hands out a bucket as linked).
+                batch.sort(key=_DEADLINE)
+            if batch[-1].deadline_ns > now_ns:
+                due = 0
+                for task in batch:
+                    if task.deadline_ns > now_ns:
+                        break
+                    due += 1
+                self._held = batch[due:]
+                batch = batch[:due]
+            if batch:
+                self._run_batch(batch)
         self._arm()
 
     def _run_batch(self, batch: list[TimerTask]) -> None:
@@ -441,13 +526,15 @@ class TimerWheel(TimerCore):
         except BaseException:
             # SystemExit/KeyboardInterrupt (or CancelledError) from a callback
             # leave the loop; the rest of the batch is still "expired" and runs
-            # on the next iteration, as asyncio's ready queue would.
-            self._backlog = batch
+            # on the next iteration, as asyncio's ready queue would (_run
+            # skips the tasks that ran).
+            held = self._held
+            self._held = batch + held if held else batch
             loop = self._loop_ref()
             if loop is not None and not loop.is_closed():
                 if self._driver is not None:  # armed by a callback of this batch
                     self._driver.cancel()
-                self._armed_ms = self.now_ms
+                self._armed_ns = self.now_ns
                 self._driver = loop.call_soon(self._fire, context=_DRIVER_CONTEXT)
             raise
 
@@ -634,6 +721,7 @@ class Timeout(TimerTask):
             return
         self.delay_ms = delay_ms
         wheel.add(self)
+        _pin_deadline(self, when, wheel)
 
     def postpone(self, delay: float) -> bool:
         """Move the deadline to ``delay`` seconds from now: ``reschedule(now + delay)``.

@@ -63,6 +63,11 @@ cdef class TimerTask(TimerTaskEntry):
     cdef unsigned char _state
     cdef unsigned char _spent         # callable released: cannot be re-added
     cdef unsigned char _delay_is_int  # delay_ms reads back as int
+    # How far the exact deadline (clock ns) of the last add lies before
+    # expiration_ms, clamped to 32 bits: deadline_ns = expiration_ms * 10**6
+    # - _early_ns.  It fills the padding after the flags (the node stays 80
+    # bytes), so a driver can order one tick's tasks by exact deadline.
+    cdef unsigned int _early_ns
 
 
 # Validate a delay in ms, store it on ``task`` (as the delay_ms setter does)

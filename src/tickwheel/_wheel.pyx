@@ -344,6 +344,36 @@ Initialize self.  See help(type(self)) for accurate signature."""
         _delay_to_ns(value, self)
 
     @property
+    def deadline_ns(self):
+        """The exact deadline on the timer's clock (ns) that the last add computed.
+
+        ``expiration_ms`` is this rounded up to the tick; a driver that wants
+        asyncio's order runs one tick's tasks sorted by it (the wheel keeps
+        a bucket in the order its tasks were linked, as Kafka does).  It lies
+        at most 2**32 - 1 ns (about 4.3 s) before ``expiration_ms``.
+
+        A caller that knows the deadline better than the clock read of the
+        add (asyncio's ``call_at(when)``) may set it, within that range; the
+        task stays in its bucket.
+
+        :raises ValueError: if set after ``expiration_ms`` or too far before
+        """
+        return self._expiration_ms * NS_PER_MS - self._early_ns
+
+    @deadline_ns.setter
+    def deadline_ns(self, value):
+        cdef int64_t end = self._expiration_ms * NS_PER_MS
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise TypeError(f"deadline_ns must be an int, got {value!r}")
+        v = _index(value)
+        if not end - 0xFFFFFFFF <= v <= end:
+            raise ValueError(
+                f"deadline_ns must be in [{end - 0xFFFFFFFF}, {end}] "
+                f"(expiration_ms {self._expiration_ms}), got {value!r}"
+            )
+        self._early_ns = <unsigned int>(end - <int64_t>v)
+
+    @property
     def fn(self):
         """The callable run() calls, or None (subclass, or released after use)."""
         return self._fn
@@ -1058,6 +1088,13 @@ cdef inline bint _drop_ready(list ready, TimerTask task) except -1:
 _EXPIRATION = operator.attrgetter("expiration_ms")
 
 
+cdef inline unsigned int _early_of(int64_t expiration_ms, int64_t deadline_ns) noexcept:
+    # TimerTask._early_ns: expiration_ms is deadline_ns rounded up, so this
+    # is >= 0; a deadline far in the past (a negative delay) is clamped.
+    cdef int64_t early = expiration_ms * NS_PER_MS - deadline_ns
+    return <unsigned int>early if early < 0xFFFFFFFF else 0xFFFFFFFF
+
+
 def _in_expiration_order(list tasks, Py_ssize_t n_ready):
     """The ready tasks (the first ``n_ready``) merged into the polled ones.
 
@@ -1287,6 +1324,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
                 self._counter.value -= 1
                 task._list = None
                 _drop_ready(self._ready, task)
+        task._early_ns = _early_of(expiration, now_ns + delay_ns)
         return self._place(task, now_ns, expiration)
 
     @cython.final
@@ -1295,7 +1333,9 @@ Initialize self.  See help(type(self)) for accurate signature."""
         if self._closed:
             raise RuntimeError("timer is closed")
         cdef int64_t now_ns = self._now_ns()
-        return self._place(task, now_ns, self._expiration_for(task, now_ns, delay_ns))
+        cdef int64_t expiration = self._expiration_for(task, now_ns, delay_ns)
+        task._early_ns = _early_of(expiration, now_ns + delay_ns)
+        return self._place(task, now_ns, expiration)
 
     @cython.final
     cdef int64_t _expiration_for(self, TimerTask task, int64_t now_ns,

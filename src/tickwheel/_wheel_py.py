@@ -61,6 +61,8 @@ _MAX_TIME_MS = 2**62 // 1_000_000
 # Latest deadline: its nanoseconds must fit an int64 (clock + MAX_DELAY_MS does).
 _MAX_EXPIRATION_MS = (2**63 - 1) // 1_000_000
 _NS_PER_MS = 1_000_000
+# TimerTask._early_ns is a 32-bit field in the compiled core.
+_MAX_EARLY_NS = 0xFFFFFFFF
 
 # Task states.  A task is *counted* (``len(timer)``) while PENDING or EXPIRED.
 _IDLE = 0  # never added, or re-armed state reset
@@ -225,7 +227,7 @@ class TimerTask(TimerTaskEntry):
     :raises ValueError: if ``delay_ms`` is NaN or infinite
     """
 
-    __slots__ = ("_fn", "_args", "_delay_ms", "_state", "_spent")
+    __slots__ = ("_fn", "_args", "_delay_ms", "_state", "_spent", "_early_ns")
 
     def __init__(
         self,
@@ -250,6 +252,9 @@ class TimerTask(TimerTaskEntry):
         self._args: tuple[Any, ...] = args
         self._state = _IDLE
         self._spent = False
+        # How far the exact deadline of the last add lies before
+        # expiration_ms (see deadline_ns), clamped as the compiled core does.
+        self._early_ns = 0
 
     @property
     def delay_ms(self) -> int | float:
@@ -259,6 +264,36 @@ class TimerTask(TimerTaskEntry):
     @delay_ms.setter
     def delay_ms(self, value: int | float) -> None:
         self._delay_ms = _normalize_delay(value)
+
+    @property
+    def deadline_ns(self) -> int:
+        """The exact deadline on the timer's clock (ns) that the last add computed.
+
+        ``expiration_ms`` is this rounded up to the tick; a driver that wants
+        asyncio's order runs one tick's tasks sorted by it (the wheel keeps
+        a bucket in the order its tasks were linked, as Kafka does).  It lies
+        at most 2**32 - 1 ns (about 4.3 s) before ``expiration_ms``.
+
+        A caller that knows the deadline better than the clock read of the
+        add (asyncio's ``call_at(when)``) may set it, within that range; the
+        task stays in its bucket.
+
+        :raises ValueError: if set after ``expiration_ms`` or too far before
+        """
+        return self._expiration_ms * _NS_PER_MS - self._early_ns
+
+    @deadline_ns.setter
+    def deadline_ns(self, value: int) -> None:
+        end = self._expiration_ms * _NS_PER_MS
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise TypeError(f"deadline_ns must be an int, got {value!r}")
+        v = operator.index(cast(SupportsIndex, value))
+        if not end - _MAX_EARLY_NS <= v <= end:
+            raise ValueError(
+                f"deadline_ns must be in [{end - _MAX_EARLY_NS}, {end}] "
+                f"(expiration_ms {self._expiration_ms}), got {value!r}"
+            )
+        self._early_ns = end - v
 
     @property
     def fn(self) -> Callable[..., Any] | None:
@@ -1074,6 +1109,7 @@ class TimerCore:
                         del ready[i]
                         break
         task._expiration_ms = expiration
+        task._early_ns = min(expiration * _NS_PER_MS - deadline_ns, _MAX_EARLY_NS)
         task._state = _PENDING
         before = len(self._queue._heap)
         # "Due" is judged on the timer's clock: the wheel's own clock only

@@ -48,12 +48,13 @@ Entry points:
 
 Documented differences from asyncio (tested in ``tests/test_compat_asyncio.py``):
 
-* Resolution is the wheel tick (1 ms by default): a deadline is rounded *up*
-  to the tick, so ``TimerHandle.when()`` may read up to one tick later than
-  requested, and callbacks due in the same tick do not run by sub-millisecond
-  deadline.  Their order is unspecified: usually the order they were
-  scheduled, but not when the earlier one was filed on a coarser wheel level
-  (asyncio, too, leaves the order of equal deadlines undefined).
+* Each handle keeps its exact deadline (``handle._when``, as in asyncio);
+  ``TimerHandle.when()`` reads it rounded *up* to the wheel tick (1 ms by
+  default).  On asyncio's loops a callback runs once the loop's clock
+  reaches its exact deadline, and those due within one tick run by exact
+  deadline, equal deadlines as scheduled (unless the earlier one was filed
+  on a coarser wheel level).  Over uvloop, whose timers have 1 ms
+  resolution, they run at the first whole millisecond at or after it.
   (``Timeout.when()`` returns the exact value you gave.)
 * ``cancel()`` returns True iff it stopped the callback (asyncio returns
   None); cancelling a handle whose callback already ran leaves
