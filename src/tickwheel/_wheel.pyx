@@ -1191,6 +1191,12 @@ cdef class TimerCore:
             raise TypeError(f"now_ns must be an int, got {value!r}")
         if not -(2**62) <= value <= 2**62:
             raise OverflowError(f"now_ns={value!r} is out of range")
+        if TW_FT_LOCKS:
+            # The runner moves the manual clock under the timer's lock.
+            tw_lock(&self._counter._mu)
+            self._manual_now_ns = value
+            tw_unlock(&self._counter._mu)
+            return
         self._manual_now_ns = value
 
     @property
