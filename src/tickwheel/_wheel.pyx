@@ -255,6 +255,24 @@ cdef TimerTaskList _lock_list(TimerTaskEntry entry):
     return None
 
 
+cdef TimerTaskList _lock_task(TimerTask task):
+    """_lock_list for a task, waiting out a move by another thread.
+
+    A pending or expired task whose ``_list`` reads None is between the
+    unlink and the re-link of an add() running under its timer's lock in
+    another thread: look again (bounded; that thread holds the lock for a
+    few hundred instructions).
+    """
+    cdef TimerTaskList bucket
+    cdef Py_ssize_t spins = 0
+    while True:
+        bucket = _lock_list(task)
+        if (bucket is not None or spins >= 1_000_000
+                or (task._state != PENDING and task._state != EXPIRED)):
+            return bucket
+        spins += 1
+
+
 @cython.final
 @cython.no_gc
 cdef class TaskCounter:
@@ -494,7 +512,7 @@ cdef class TimerTask(TimerTaskEntry):
 cdef object _cancel_locked(TimerTask self):
     # TimerTask.cancel on free-threaded builds: the GIL build's logic under
     # the lock of the timer the task is in (none if it is in no bucket).
-    cdef TimerTaskList bucket = _lock_list(self)
+    cdef TimerTaskList bucket = _lock_task(self)
     cdef object fn = self._fn
     cdef object args = self._args
     if self._state == PENDING:
@@ -527,7 +545,7 @@ cdef object _postpone_locked(TimerTask self, object delay_ms):
     cdef unsigned char old_is_int
     cdef int64_t delay_ns = _delay_to_ns(delay_ms)  # validate before locking
     cdef PyObject *owner = NULL
-    bucket = _lock_list(self)
+    bucket = _lock_task(self)
     try:
         if self._state != PENDING and self._state != EXPIRED:
             if self._state == IDLE:
