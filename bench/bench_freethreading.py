@@ -196,9 +196,12 @@ def main(argv: list[str] | None = None) -> int:
             mine, other = [], []
             for _ in range(args.rounds):
                 for py, out in ((here, mine), (args.compare, other)):
+                    env = dict(os.environ)
+                    if py != here:  # a GIL build refuses PYTHON_GIL=0
+                        env.pop("PYTHON_GIL", None)
                     res = subprocess.run(
                         [py, me, "--n", str(args.n), "--one", name, "1"],
-                        check=True, capture_output=True, text=True,
+                        check=True, capture_output=True, text=True, env=env,
                     )
                     out.append(float(res.stdout.strip().splitlines()[-1]))
             a, b = statistics.median(mine), statistics.median(other)
