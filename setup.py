@@ -93,6 +93,7 @@ else:
         Extension(
             "tickwheel._kafka",
             ["src/tickwheel/_kafka.pyx"],
+            include_dirs=["src/tickwheel"],  # _ftlock.h, via _wheel.pxd
             define_macros=macros,
             extra_compile_args=extra_compile_args,
         ),
@@ -100,6 +101,7 @@ else:
         Extension(
             "tickwheel.spark._replay",
             ["src/tickwheel/spark/_replay.pyx"],
+            include_dirs=["src/tickwheel"],  # _ftlock.h, via _wheel.pxd
             define_macros=macros,
             extra_compile_args=extra_compile_args,
         ),

@@ -88,15 +88,19 @@ def test_compat_shim_fastcall_schedule_installed() -> None:
         assert method.__doc__ and method.__text_signature__
 
 
-def test_compat_shim_purgatory_needs_the_gil() -> None:
-    # _purgatory._Lock uses the GIL as its mutex: with the GIL disabled the
-    # compiled purgatory refuses to load, and _impl selects every twin (all
-    # or nothing: a pure purgatory cannot ride the compiled wheel).
-    from tickwheel import _impl, purgatory
+def test_compat_shim_compiled_core_keeps_the_gil_off() -> None:
+    # Every compiled module declares freethreading_compatible and earns it
+    # with its own locks (_ftlock.h): on a free-threaded build the compiled
+    # core loads with the GIL off and leaves it off.
+    from tickwheel import _impl, _wheel, purgatory
 
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    assert _impl.USE_EXTENSIONS == gil
-    assert (purgatory.DelayedOperation.__module__ == "tickwheel._purgatory") == gil
+    assert _impl.USE_EXTENSIONS
+    assert purgatory.DelayedOperation.__module__ == "tickwheel._purgatory"
+    assert getattr(sys, "_is_gil_enabled", lambda: True)() == gil
+    assert bool(_wheel._compat()["free_threaded"]) == (
+        sysconfig.get_config_var("Py_GIL_DISABLED") == 1
+    )
 
 
 def test_compat_shim_header_guards() -> None:

@@ -23,9 +23,9 @@
  *                      +4.6 %, and with the other removals +7.7 % against
  *                      main (with it: +2.7 %).  Off on free-threaded builds
  *                      (Py_GIL_DISABLED) and with -DTW_COMPAT_NO_FREELIST.
- *   TW_COMPAT_FREE_THREADED  for _purgatory, whose _Lock uses the GIL as
- *                      its mutex (a PyThread lock costs the purgatory
- *                      +5.7 %): it refuses to import with the GIL disabled.
+ *   TW_COMPAT_FREE_THREADED  1 on free-threaded builds (Py_GIL_DISABLED),
+ *                      reported by _wheel._compat(); the locks that stand in
+ *                      for the GIL there are in _ftlock.h.
  *
  * The clock and the dict are safe on free-threaded builds (the clock has
  * no state; the dict is written once, at import, before another thread sees

@@ -22,7 +22,10 @@ from tickwheel._purgatory cimport DelayedOperation
 
 
 cdef class _PartitionCore:
-    cdef public object _acked_to
+    # Read and written under the object's critical section (free-threaded
+    # builds: a request thread reads it while a follower thread replaces it;
+    # nothing with a GIL): the _acked_to property.
+    cdef object _acked
 
 
 cdef class _ProduceCore(DelayedOperation):

@@ -1,9 +1,11 @@
+# cython: freethreading_compatible=True
 """Compiled hot half of Kafka's DelayedProduce (see ``_kafka.pxd``).
 
 ``_kafka_py.py`` is the pure-Python twin and reference: the same names,
 signatures and docstrings, and the same logic line for line.
 """
 
+cimport cython
 from tickwheel._purgatory cimport DelayedOperation, _fresh
 
 from tickwheel._purgatory import DelayedOperation as _DelayedOperation
@@ -33,6 +35,16 @@ cdef class _PartitionCore:
 
     The one field of Partition that DelayedProduce.try_complete reads."""
 
+    @property
+    def _acked_to(self):
+        with cython.critical_section(self):
+            return self._acked
+
+    @_acked_to.setter
+    def _acked_to(self, value):
+        with cython.critical_section(self):
+            self._acked = value
+
 
 cdef class _ProduceCore(DelayedOperation):
     """_ProduceCore(delay_ms, lock=None)
@@ -45,7 +57,9 @@ cdef class _ProduceCore(DelayedOperation):
         partition = self.partition
         if isinstance(partition, _PartitionCore):
             # Partition's field, read in C: one comparison.
-            if (<_PartitionCore>partition)._acked_to < self.required_offset:
+            with cython.critical_section(partition):
+                acked = (<_PartitionCore>partition)._acked
+            if acked < self.required_offset:
                 return False
         elif not partition.acked(self.required_offset):
             return False

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """Compiled hot paths of Kafka's request purgatory.
 
 See ``_purgatory.pxd`` for what is compiled and why, ``purgatory.py`` for
@@ -33,6 +34,13 @@ import sys
 import time
 
 from tickwheel._wheel import TimerTask as _TimerTask
+from tickwheel._wheel cimport (
+    TW_FT_LOCKS,
+    tw_atomic_add_ssize,
+    tw_lock,
+    tw_mutex,
+    tw_unlock,
+)
 
 __all__ = ["DelayedOperation"]
 
@@ -43,22 +51,13 @@ cdef object _monotonic = time.monotonic
 
 
 # -- the operations' and shards' lock ----------------------------------------------
-# _Lock uses the GIL as its mutex: an uncontended acquire is a flag test
-# and store, with no system lock allocated.  Issue 18 measured the
+# With a GIL, _Lock uses the GIL as its mutex: an uncontended acquire is a
+# flag test and store, with no system lock allocated.  Issue 18 measured the
 # alternative, a PyThread_type_lock per lock (public API, correct without a
 # GIL): 5.7 % more instructions per purgatory request (docs/design.md
-# "CPython internals"), so the flag stays.  It needs a GIL: a free-threaded
-# CPython enables it when importing this module (which does not declare
-# itself free-threading safe) unless PYTHON_GIL=0 forces it off, and then
-# the import fails (tickwheel._impl then warns and selects every twin).
-cdef extern from "_compat.h":
-    bint TW_COMPAT_FREE_THREADED
-
-if TW_COMPAT_FREE_THREADED and not sys._is_gil_enabled():
-    raise ImportError(
-        "tickwheel._purgatory uses the GIL as its locks' mutex and the GIL is "
-        "disabled (PYTHON_GIL=0 on a free-threaded build)"
-    )
+# "CPython internals"), so the flag stays there.  On a free-threaded build
+# (Py_GIL_DISABLED) a PyMutex in the lock (``_mu``, _ftlock.h; compiled out
+# with a GIL) takes the GIL's place: see "How it works" below.
 
 
 # Each class docstring (and __init__ docstring) opens with the constructor's
@@ -91,6 +90,15 @@ cdef class _Lock:
     # takes the lock if it is still free, else (another thread took it
     # first) waits again: every release with waiters posts a signal, so no
     # wake-up is lost.
+    #
+    # Free-threaded builds: ``_mu`` (a PyMutex) is the GIL's stand-in.  It
+    # guards ``_locked``, ``_signaled``, ``_waiters`` and the allocation of
+    # ``_sem``, is held only for those few loads and stores (never while
+    # blocking on ``_sem``, never across Python code), and is the innermost
+    # lock: nothing else is taken while holding it.  A waiter counts itself
+    # under ``_mu`` before it blocks, and _release posts under ``_mu``, so
+    # the GIL build's argument carries over unchanged.
+    cdef tw_mutex _mu
     cdef PyThread_type_lock _sem
     cdef bint _locked
     cdef bint _signaled
@@ -103,16 +111,35 @@ cdef class _Lock:
             PyThread_free_lock(self._sem)
 
     cdef inline bint _try(self) noexcept:
+        if TW_FT_LOCKS:
+            tw_lock(&self._mu)
+            if self._locked:
+                tw_unlock(&self._mu)
+                return False
+            self._locked = True
+            tw_unlock(&self._mu)
+            return True
         if self._locked:
             return False
         self._locked = True
         return True
+
+    cdef inline bint _is_locked(self) noexcept:
+        cdef bint locked
+        if TW_FT_LOCKS:
+            tw_lock(&self._mu)
+            locked = self._locked
+            tw_unlock(&self._mu)
+            return locked
+        return self._locked
 
     cdef bint _wait(self, double timeout) except -1:
         # Blocking acquire (timeout < 0: forever); True iff acquired.
         cdef PyLockStatus status
         cdef long long micros
         cdef double deadline = 0.0
+        if TW_FT_LOCKS:
+            return self._wait_ft(timeout)
         if not self._locked:
             self._locked = True
             return True
@@ -149,7 +176,68 @@ cdef class _Lock:
         finally:
             self._waiters -= 1
 
+    cdef bint _wait_ft(self, double timeout) except -1:
+        # _wait on free-threaded builds: the same steps, the state under _mu.
+        cdef PyLockStatus status
+        cdef long long micros
+        cdef double deadline = 0.0
+        cdef PyThread_type_lock sem
+        tw_lock(&self._mu)
+        if not self._locked:
+            self._locked = True
+            tw_unlock(&self._mu)
+            return True
+        if timeout == 0:
+            tw_unlock(&self._mu)
+            return False
+        if self._sem is NULL:
+            sem = PyThread_allocate_lock()
+            if sem is NULL:
+                tw_unlock(&self._mu)
+                raise MemoryError("cannot allocate a lock")
+            PyThread_acquire_lock(sem, WAIT_LOCK)  # held: no signal yet
+            self._sem = sem
+        sem = self._sem
+        self._waiters += 1
+        tw_unlock(&self._mu)
+        if timeout > 0:
+            deadline = _monotonic() + timeout
+        try:
+            while True:
+                micros = -1 if timeout < 0 else <long long>(timeout * 1e6)
+                with nogil:
+                    status = PyThread_acquire_lock_timed(sem, micros, 1)
+                tw_lock(&self._mu)
+                if status == PY_LOCK_ACQUIRED:
+                    self._signaled = False  # the signal is consumed
+                if not self._locked:
+                    self._locked = True
+                    tw_unlock(&self._mu)
+                    return True
+                tw_unlock(&self._mu)
+                if status == PY_LOCK_INTR:
+                    PyErr_CheckSignals()
+                if timeout > 0:
+                    timeout = deadline - _monotonic()
+                    if timeout <= 0:
+                        return False
+        finally:
+            tw_lock(&self._mu)
+            self._waiters -= 1
+            tw_unlock(&self._mu)
+
     cdef inline int _release(self) except -1:
+        if TW_FT_LOCKS:
+            tw_lock(&self._mu)
+            if not self._locked:
+                tw_unlock(&self._mu)
+                raise RuntimeError("release unlocked lock")
+            self._locked = False
+            if self._waiters and not self._signaled:
+                self._signaled = True
+                PyThread_release_lock(self._sem)
+            tw_unlock(&self._mu)
+            return 0
         if not self._locked:
             raise RuntimeError("release unlocked lock")
         self._locked = False
@@ -174,7 +262,7 @@ cdef class _Lock:
 
     def locked(self):
         """True iff the lock is held."""
-        return self._locked
+        return self._is_locked()
 
     def __enter__(self):
         self._wait(-1)
@@ -184,7 +272,7 @@ cdef class _Lock:
         self._release()
 
     def __repr__(self):
-        return f"<{'locked' if self._locked else 'unlocked'} tickwheel lock>"
+        return f"<{'locked' if self._is_locked() else 'unlocked'} tickwheel lock>"
 
 
 # The purgatory's lock operations: in C for its own _Lock, by method call for
@@ -213,7 +301,7 @@ cdef inline int _release(object lock) except -1:
 
 cdef inline bint _locked(object lock) except -1:
     if type(lock) is _Lock:
-        return (<_Lock>lock)._locked
+        return (<_Lock>lock)._is_locked()
     return bool(lock.locked())
 
 
@@ -512,7 +600,9 @@ cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys)
                     ops.append(operation)
             finally:
                 _release(shard_lock)
-        self._estimated += 1
+        # An estimate (a lost update only delays a purge): an atomic add
+        # on free-threaded builds, a plain one with the GIL.
+        tw_atomic_add_ssize(&self._estimated, 1)
         try:
             completed = operation.try_complete()
         except BaseException as exc:  # still time it out, then re-raise

@@ -19,11 +19,45 @@
 # Costs: add O(levels); cancel O(1) (unlink); the queue holds buckets, at
 # most levels x wheel_size of them, so the driver wakes once per due slot.
 #
-# Thread-safety contract: the structures are not thread-safe by themselves.
-# Every mutation here is C code that runs no Python code half-way (allocation
-# happens before links are touched; user objects are released only after the
-# structure is consistent), so the GIL serialises TimerCore, TimerTask.cancel
-# and the runner.  The pure-Python twin takes a module lock instead.
+# Thread-safety contract (the lock protocol).  TimerTaskList, DelayQueue and
+# TimingWheel are not thread-safe by themselves: TimerCore (and TimerTask's
+# cancel/postpone) guard them.  Every mutation here is C code that runs no
+# Python code half-way (allocation happens before links are touched; user
+# objects are released only after the structure is consistent).
+#
+# * GIL builds: the GIL serialises TimerCore, TimerTask.cancel/postpone and
+#   the runner; the locks below compile to nothing (_ftlock.h), so a GIL
+#   build runs exactly the instructions it ran before they existed.
+# * Free-threaded builds (Py_GIL_DISABLED): one PyMutex per timer,
+#   ``TaskCounter._mu`` (the counter is shared by every bucket, wheel level
+#   and the expired list of one TimerCore, so a task finds its timer's lock
+#   through ``task._list._counter``).  It guards, for that timer: every
+#   bucket's ring and size, the DelayQueue heap, the wheels' clocks and
+#   overflow levels, the counter, ``_ready``, the precascade cursor, the
+#   manual clock, and the state and ``_list``/``_expiration_ms`` of every
+#   task linked in or expired by it.
+#   - Writers of a task's ``_state``/``_list`` hold its timer's lock, with one
+#     exception: a RUNNING task becomes DONE under the lock too, and a task
+#     whose ``_list`` is None (idle, running, done, cancelled) belongs to no
+#     timer, so cancel() on it reads its state without a lock (it answers
+#     False; a concurrent add() is ordered after that cancel).
+#   - A task's lock is found by reading ``task._list`` (unlocked), locking
+#     ``_list._counter._mu`` and checking ``task._list`` again: a task only
+#     moves between buckets of one timer under that lock, so a changed
+#     ``_list`` means retry (Kafka's TimerTaskEntry.remove loop).  Buckets
+#     live as long as their timer, so the unlocked read never sees a freed one.
+#   - Under the lock no Python code runs: no user callable, no __del__ (a
+#     cancelled or finished task's callable is released after unlocking),
+#     no _on_wake hook.  So the lock is never taken twice by one thread and
+#     never held while waiting for another lock (the purgatory's order is:
+#     operation lock, then the timer lock; never the reverse).
+#   - Tasks run outside the lock: the runner takes it per task only for the
+#     EXPIRED -> RUNNING and RUNNING -> DONE transitions.
+#   Kafka's finer shape (a lock per bucket, a read-write lock keeping the
+#   add path apart from the advance path) is not used: tickwheel's add is a
+#   few hundred instructions, shorter than the extra lock round trips, and
+#   timers are independent, so threads on different timers never contend
+#   (docs/freethreading.md has the measurements).
 #
 # Memory: a pending TimerTask is one object of 80 bytes (no GC header: the
 # node types are @no_gc and break their rings explicitly).  No cdef methods
@@ -35,6 +69,16 @@ from cpython.object cimport PyObject
 cimport cython
 
 
+# Real locks on free-threaded builds, nothing with a GIL (see above).
+cdef extern from "_ftlock.h":
+    ctypedef struct tw_mutex:
+        pass
+    bint TW_FT_LOCKS
+    void tw_lock(tw_mutex *m) noexcept nogil
+    void tw_unlock(tw_mutex *m) noexcept nogil
+    void tw_atomic_add_ssize(Py_ssize_t *p, Py_ssize_t v) noexcept nogil
+
+
 @cython.final
 @cython.no_gc
 cdef class TaskCounter:
@@ -42,6 +86,8 @@ cdef class TaskCounter:
     # weakref.ref to the TimerCore that made it (None otherwise), so that
     # TimerTask.postpone() finds a pending task's timer through its bucket.
     cdef object _owner
+    # The timer's lock (free-threaded builds; an unused byte with a GIL).
+    cdef tw_mutex _mu
 
 
 @cython.no_gc
@@ -152,3 +198,6 @@ cdef class TimerCore:
     cdef int _place(self, TimerTask task, int64_t now_ns, int64_t expiration) except -1
     cdef void _expire(self, TimerTask task) noexcept
     cdef Py_ssize_t _precascade(self, Py_ssize_t budget) except -1
+    cdef list _poll(self, int64_t limit, bint step)
+    cdef object _next_precascade(self)
+    cdef object _check_unlocked(self)

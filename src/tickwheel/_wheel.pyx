@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """Compiled core of tickwheel: buckets, timing wheels, bucket queue, timer core.
 
 See ``_wheel.pxd`` for the design picture and the thread-safety contract, and
@@ -236,6 +237,42 @@ cdef inline void _release(TimerTask task) noexcept:
         task._fn = None
 
 
+cdef TimerTaskList _lock_list(TimerTaskEntry entry):
+    """Free-threaded builds: lock the timer ``entry`` is linked in or expired by.
+
+    Returns its bucket (``entry._list``) with ``_list._counter._mu`` held,
+    or None (no timer's lock held) if the entry is in no bucket.  The first
+    read of ``_list`` is unlocked: the entry moves only under that lock, so
+    it is read again under it and the loop retries if it changed.
+    """
+    cdef TimerTaskList bucket = entry._list
+    while bucket is not None:
+        tw_lock(&bucket._counter._mu)
+        if entry._list is bucket:
+            return bucket
+        tw_unlock(&bucket._counter._mu)
+        bucket = entry._list
+    return None
+
+
+cdef TimerTaskList _lock_task(TimerTask task):
+    """_lock_list for a task, waiting out a move by another thread.
+
+    A pending or expired task whose ``_list`` reads None is between the
+    unlink and the re-link of an add() running under its timer's lock in
+    another thread: look again (bounded; that thread holds the lock for a
+    few hundred instructions).
+    """
+    cdef TimerTaskList bucket
+    cdef Py_ssize_t spins = 0
+    while True:
+        bucket = _lock_list(task)
+        if (bucket is not None or spins >= 1_000_000
+                or (task._state != PENDING and task._state != EXPIRED)):
+            return bucket
+        spins += 1
+
+
 # Each class docstring (and __init__ docstring) opens with the constructor's
 # signature and a "--" line: CPython serves that as __text_signature__
 # (inspect.signature, help(), IDEs) and leaves it out of __doc__.
@@ -425,7 +462,12 @@ Initialize self.  See help(type(self)) for accurate signature."""
         :return: True iff the task was pending (or linked in a bucket by
             TimerTaskList.add) and now never runs
         """
-        cdef TimerTaskList bucket = self._list
+        cdef TimerTaskList bucket
+        if TW_FT_LOCKS:
+            # Free-threaded: under the timer's lock (see _wheel.pxd); the
+            # callable is released after unlocking (its __del__ may call us).
+            return _cancel_locked(self)
+        bucket = self._list
         if self._state == PENDING:
             if bucket is not None and self._next is not NULL:
                 bucket._unlink(self)
@@ -481,6 +523,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
         cdef double old_delay
         cdef unsigned char old_is_int
         cdef int64_t delay_ns
+        if TW_FT_LOCKS:
+            return _postpone_locked(self, delay_ms)
         if self._state != PENDING and self._state != EXPIRED:
             if self._state == IDLE:
                 raise RuntimeError(
@@ -513,6 +557,73 @@ Initialize self.  See help(type(self)) for accurate signature."""
             f"<{type(self).__name__} delay_ms={self.delay_ms!r} "
             f"state={_STATE_NAMES[self._state]} expiration_ms={self._expiration_ms}>"
         )
+
+
+cdef object _cancel_locked(TimerTask self):
+    # TimerTask.cancel on free-threaded builds: the GIL build's logic under
+    # the lock of the timer the task is in (none if it is in no bucket).
+    cdef TimerTaskList bucket = _lock_task(self)
+    cdef object fn = self._fn
+    cdef object args = self._args
+    if self._state == PENDING:
+        if bucket is not None and self._next is not NULL:
+            bucket._unlink(self)
+    elif self._state == EXPIRED:
+        if bucket is not None:
+            bucket._counter.value -= 1
+        self._list = None
+    elif self._state == IDLE and self._next is not NULL and bucket is not None:
+        bucket._unlink(self)
+    else:
+        if bucket is not None:
+            tw_unlock(&bucket._counter._mu)
+        return False
+    self._state = CANCELLED
+    _release(self)
+    if bucket is not None:
+        tw_unlock(&bucket._counter._mu)
+    # ``fn`` and ``args`` (the last references, maybe) go after the unlock.
+    return True
+
+
+cdef object _postpone_locked(TimerTask self, object delay_ms):
+    # TimerTask.postpone on free-threaded builds: checks and the move under
+    # the lock of the timer the task is in; _on_wake after unlocking.
+    cdef TimerTaskList bucket
+    cdef TimerCore core
+    cdef double old_delay
+    cdef unsigned char old_is_int
+    cdef int64_t delay_ns = _delay_to_ns(delay_ms)  # validate before locking
+    cdef PyObject *owner = NULL
+    bucket = _lock_task(self)
+    try:
+        if self._state != PENDING and self._state != EXPIRED:
+            if self._state == IDLE:
+                raise RuntimeError(
+                    f"{self!r} was never added to a timer; add it with timer.add(task)"
+                )
+            return False
+        if bucket is not None and bucket._counter._owner is not None:
+            owner = tw_weakref_get(<PyObject *>bucket._counter._owner)
+        if owner is NULL:
+            raise RuntimeError(f"{self!r} is not pending in a live timer")
+        core = <TimerCore>owner
+        TW_DECREF(owner)
+        old_delay = self._delay_ms
+        old_is_int = self._delay_is_int
+        _delay_to_ns(delay_ms, self)
+        try:
+            wake = core._add(self, delay_ns)
+        except BaseException:
+            self._delay_ms = old_delay
+            self._delay_is_int = old_is_int
+            raise
+    finally:
+        if bucket is not None:
+            tw_unlock(&bucket._counter._mu)
+    if wake:
+        core._on_wake()
+    return True
 
 
 @cython.final
@@ -1175,6 +1286,12 @@ Initialize self.  See help(type(self)) for accurate signature."""
             raise TypeError(f"now_ns must be an int, got {value!r}")
         if not -(2**62) <= value <= 2**62:
             raise OverflowError(f"now_ns={value!r} is out of range")
+        if TW_FT_LOCKS:
+            # The runner moves the manual clock under the timer's lock.
+            tw_lock(&self._counter._mu)
+            self._manual_now_ns = value
+            tw_unlock(&self._counter._mu)
+            return
         self._manual_now_ns = value
 
     @property
@@ -1198,11 +1315,26 @@ Initialize self.  See help(type(self)) for accurate signature."""
         return self._closed
 
     def __len__(self):
+        cdef Py_ssize_t n
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+            n = self._counter.value
+            tw_unlock(&self._counter._mu)
+            return n
         return self._counter.value
 
     @property
     def next_expiration_ms(self):
         """When the next bucket is due (ms); now_ms if tasks are ready; None if idle."""
+        cdef list heap
+        cdef bint ready
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+            ready = len(self._ready) > 0
+            heap = self._queue._heap
+            head = (<TimerTaskList>heap[0])._expiration_ms if heap else None
+            tw_unlock(&self._counter._mu)
+            return self.now_ms if ready else head
         if self._ready:
             return self.now_ms
         return self._queue.next_expiration_ms
@@ -1226,6 +1358,15 @@ Initialize self.  See help(type(self)) for accurate signature."""
             delay_ns = (<int64_t>t._delay_ms) * NS_PER_MS
         else:
             delay_ns = <int64_t>ceil(t._delay_ms * <double>NS_PER_MS)
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+            try:
+                wake = self._add(t, delay_ns)
+            finally:
+                tw_unlock(&self._counter._mu)
+            if wake:
+                self._on_wake()
+            return
         if self._add(t, delay_ns):
             self._on_wake()
 
@@ -1281,12 +1422,30 @@ Initialize self.  See help(type(self)) for accurate signature."""
             delay_ns = _delay_to_ns(delay_ms, task)
             task._fn = fn
             task._args = args
+            if TW_FT_LOCKS:
+                tw_lock(&self._counter._mu)
+                try:
+                    wake = self._add(task, delay_ns)
+                finally:
+                    tw_unlock(&self._counter._mu)
+                if wake:
+                    self._on_wake()
+                return task
             if self._add(task, delay_ns):
                 self._on_wake()
             return task
         # A task made here is idle and holds its callable: _add's checks for
         # a re-added task are skipped.
         delay_ns = _delay_to_ns(delay_ms, task)
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+            try:
+                wake = self._add_new(task, delay_ns)
+            finally:
+                tw_unlock(&self._counter._mu)
+            if wake:
+                self._on_wake()
+            return task
         if self._add_new(task, delay_ns):
             self._on_wake()
         return task
@@ -1377,8 +1536,13 @@ Initialize self.  See help(type(self)) for accurate signature."""
     def take_ready(self):
         """Remove and return tasks that were already due when added."""
         cdef list fresh = []
-        cdef list ready = self._ready
+        cdef list ready
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+        ready = self._ready
         self._ready = fresh
+        if TW_FT_LOCKS:
+            tw_unlock(&self._counter._mu)
         return ready
 
     def poll(self, now_ms, bint step=False):
@@ -1389,6 +1553,15 @@ Initialize self.  See help(type(self)) for accurate signature."""
         so a discrete-event driver can run them before looking further.
         """
         cdef int64_t limit = now_ms
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+            try:
+                return self._poll(limit, step)
+            finally:
+                tw_unlock(&self._counter._mu)
+        return self._poll(limit, step)
+
+    cdef list _poll(self, int64_t limit, bint step):
         cdef list fresh = []
         cdef list expired = self._ready
         cdef list heap = self._queue._heap
@@ -1474,6 +1647,15 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
         Runtime complexity: O(levels x wheel_size).
         """
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+            try:
+                return self._next_precascade()
+            finally:
+                tw_unlock(&self._counter._mu)
+        return self._next_precascade()
+
+    cdef object _next_precascade(self):
         cdef int64_t now_ms = _floordiv(self._now_ns(), NS_PER_MS)
         cdef TimingWheel lower = self._wheel
         cdef TimingWheel wheel = lower._overflow
@@ -1526,7 +1708,14 @@ Initialize self.  See help(type(self)) for accurate signature."""
         :raises TypeError: if ``max_entries`` is not an int
         :raises ValueError: if ``max_entries`` < 1
         """
-        return self._precascade(<Py_ssize_t>_check_positive(max_entries, "max_entries", 1))
+        cdef Py_ssize_t budget = <Py_ssize_t>_check_positive(max_entries, "max_entries", 1)
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+            try:
+                return self._precascade(budget)
+            finally:
+                tw_unlock(&self._counter._mu)
+        return self._precascade(budget)
 
     cdef Py_ssize_t _precascade(self, Py_ssize_t budget) except -1:
         cdef TimingWheel lower = self._wheel
@@ -1588,19 +1777,27 @@ Initialize self.  See help(type(self)) for accurate signature."""
         """Cancel every pending task; return how many were cancelled."""
         cdef list tasks = []
         cdef TimingWheel wheel = self._wheel
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
         while wheel is not None:
             for bucket in wheel._buckets:
                 tasks.extend((<TimerTaskList>bucket).entries())
             wheel = wheel._overflow
         tasks.extend([t for t in self._ready if (<TimerTask>t)._state == EXPIRED])
         self._ready = []
+        if TW_FT_LOCKS:
+            tw_unlock(&self._counter._mu)
         cdef int n = 0
         for task in tasks:
             n += task.cancel()
         return n
 
     def _close_core(self):
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
         self._closed = True
+        if TW_FT_LOCKS:
+            tw_unlock(&self._counter._mu)
         self.cancel_all()
 
     def _run(self, tasks, on_error, bint set_clock=False):
@@ -1629,7 +1826,14 @@ Initialize self.  See help(type(self)) for accurate signature."""
                     TW_PREFETCH(ahead)
                     TW_PREFETCH_PAGE(ahead)
             task = <TimerTask?>obj
-            if task._state != EXPIRED:
+            if TW_FT_LOCKS:
+                # EXPIRED -> RUNNING under the timer's lock (a cancel() from
+                # another thread takes it too); the task runs unlocked.
+                tw_lock(&self._counter._mu)
+                if task._state != EXPIRED:
+                    tw_unlock(&self._counter._mu)
+                    continue
+            elif task._state != EXPIRED:
                 continue
             task._state = RUNNING
             bucket = task._list
@@ -1640,6 +1844,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
                 at = task._expiration_ms * NS_PER_MS
                 if at > self._manual_now_ns:
                     self._manual_now_ns = at
+            if TW_FT_LOCKS:
+                tw_unlock(&self._counter._mu)
             ran += 1
             try:
                 if type(task) is TimerTask:
@@ -1651,13 +1857,33 @@ Initialize self.  See help(type(self)) for accurate signature."""
             except Exception as exc:
                 on_error(task, exc)
             finally:
-                if task._state == RUNNING:
+                if TW_FT_LOCKS:
+                    # RUNNING -> DONE under the lock; the callable goes after.
+                    tw_lock(&self._counter._mu)
+                    fn = task._fn
+                    held_args = task._args
+                    if task._state == RUNNING:
+                        task._state = DONE
+                        _release(task)
+                    tw_unlock(&self._counter._mu)
+                    fn = None
+                    held_args = None
+                elif task._state == RUNNING:
                     task._state = DONE
                     _release(task)
         return ran
 
     def _check(self):
         """Raise AssertionError unless wheel, queue and counter agree."""
+        if TW_FT_LOCKS:
+            tw_lock(&self._counter._mu)
+            try:
+                return self._check_unlocked()
+            finally:
+                tw_unlock(&self._counter._mu)
+        return self._check_unlocked()
+
+    cdef object _check_unlocked(self):
         self._wheel._check()
         expired = sum(1 for t in self._ready if (<TimerTask>t)._state == EXPIRED)
         linked = self._wheel._linked()

@@ -485,11 +485,13 @@ class TimerTaskList:
     def __len__(self) -> int:
         return self._size
 
-    def __del__(self) -> None:
+    # ``_break`` is bound at definition: at interpreter shutdown module
+    # globals may already be None when the last buckets are freed.
+    def __del__(self, _break: Callable[[TimerTaskList], None] = _break_ring) -> None:
         # As the core's __dealloc__: entries keep their bucket alive, so this
         # runs for an empty bucket (break the sentinel's self-loop so
         # refcounting frees it, not the cyclic GC) or for garbage.
-        _break_ring(self)
+        _break(self)
 
     def add(self, entry: TimerTaskEntry) -> None:
         """Link ``entry`` at the tail, first unlinking it from any bucket it is in."""
@@ -731,12 +733,12 @@ class TimingWheel:
     counter = property(lambda self: self._counter, doc="The shared TaskCounter.")
     queue = property(lambda self: self._queue, doc="The shared DelayQueue of buckets.")
 
-    def __del__(self) -> None:
+    def __del__(self, _break: Callable[[TimerTaskList], None] = _break_ring) -> None:
         # As the core's __dealloc__: nodes reference their bucket, so without
         # this the rings would keep every bucket (and pending task) alive
-        # until the cyclic GC ran.
+        # until the cyclic GC ran.  (``_break``: see TimerTaskList.__del__.)
         for bucket in getattr(self, "_buckets", ()):  # () if __init__ raised
-            _break_ring(bucket)
+            _break(bucket)
 
     def bucket(self, index: int) -> TimerTaskList:
         """The bucket at ``index`` (0 <= index < wheel_size)."""

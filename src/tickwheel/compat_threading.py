@@ -435,13 +435,18 @@ class Timer:
             # threading.Timer: the exception ends the thread via excepthook,
             # and `finished` is left unset.  Any exception, as threading's
             # _bootstrap_inner: the default hook ignores SystemExit, so
-            # sys.exit() in a callback ends it quietly.
-            with _lock:
-                self._tw_state = _DONE
-                self._tw_runner = None
-                _started.discard(self)
-                _done.notify_all()
-            _invoke_excepthook(self)
+            # sys.exit() in a callback ends it quietly.  The hook runs
+            # before the Timer is marked done, as a thread's runs before
+            # join() returns (with the GIL off, join() would otherwise
+            # return while the hook is still running on this thread).
+            try:
+                _invoke_excepthook(self)
+            finally:
+                with _lock:
+                    self._tw_state = _DONE
+                    self._tw_runner = None
+                    _started.discard(self)
+                    _done.notify_all()
             return
         with _lock:
             self._tw_state = _DONE

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """The replay engine's event loop, compiled (see ``engine.py`` for the design).
 
 ``_replay_py.py`` is the readable reference with the same names: this module
