@@ -141,6 +141,13 @@ def main() -> None:
         default=None,
         help="the logs to read (default: generate them)",
     )
+    parser.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="keep the first import's OUTPUT there, to compare it with another "
+        "build's (bench/compare_import.py)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.lines, args.requests, args.repeat = 100_000, 20_000, 1
@@ -187,6 +194,8 @@ def main() -> None:
             else:
                 plain_python(logs)
             walls[row].append(time.perf_counter() - start)
+            if row == "import" and args.keep and not os.path.exists(args.keep):
+                shutil.move(os.path.join(base, f"out{i}"), args.keep)
             shutil.rmtree(os.path.join(base, f"out{i}"), ignore_errors=True)
             shutil.rmtree(os.path.join(base, f"plain{i}"), ignore_errors=True)
             print(f"round {i + 1} {row}: {walls[row][-1]:.1f} s", flush=True)
