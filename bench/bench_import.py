@@ -25,7 +25,7 @@ import's ratio to plain Spark, with the load average before and after.  It
 also counts the Spark jobs of one import of the shipped sample
 (``tests/data/request-sample.log.gz``), where fixed costs dominate.
 
-Run: ``python bench/bench_import.py`` (1,022,859 lines, 3 rounds: about 5
+Run: ``python bench/bench_import.py`` (1,022,859 lines, 3 rounds: several
 minutes on a quiet 2-core machine), ``--quick`` (about 100,000 lines, one
 round), ``--lines 10000000 --rows import`` for the scaling check.
 """
