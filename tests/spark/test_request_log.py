@@ -243,6 +243,43 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, make: Any, expect: str) -> No
     assert (tmp_path / "busy" / "mine.txt").read_text() == "keep me"
 
 
+def test_cli_refuses_a_log_without_request_lines_before_spark(tmp_path: Path) -> None:
+    """Issue 29 item 3: the first lines are read before Spark starts."""
+    log = tmp_path / "server.log"
+    log.write_text("[2025-03-01 12:00:00,000] INFO started (kafka.Kafka)\n" * 3)
+    code, out, err = _cli(str(log), str(tmp_path / "out"), timeout=60)
+    assert code == 2, err
+    assert err.count("\n") == 1, err
+    assert (
+        f"LOG {str(log)}: no request-log lines ('Completed request:...') in 3 lines"
+        in err
+    )
+    assert "[import 1/4]" not in out and "starting Spark" not in out
+    assert not (tmp_path / "out").exists()
+
+
+def test_check_request_lines_reads_only_the_head(tmp_path: Path) -> None:
+    import gzip
+
+    from tickwheel.spark.request_log import HEAD_LINES, check_request_lines
+
+    other = "[2025-03-01 12:00:00,000] INFO x (kafka.Kafka)\n"
+    lines = generate(5, 1, seed=1).lines
+    request = next(x for x in lines if "Completed request:{" in x) + "\n"
+    late = tmp_path / "late.log"
+    late.write_text(other * HEAD_LINES + request)
+    with pytest.raises(ReplayUsageError, match="in the first 10,000 lines read;"):
+        check_request_lines([str(late)], ["LATE"])
+    # Any file with a request line in its head will do; gzipped files too.
+    found = tmp_path / "found.log.gz"
+    found.write_bytes(gzip.compress((other * (HEAD_LINES - 1) + request).encode()))
+    check_request_lines([str(late), str(found)], ["LOGS"])
+    # Several files without one: the lines of all are counted.
+    with pytest.raises(ReplayUsageError, match=r"^LOG a, b: .* in 4 lines;"):
+        (tmp_path / "a").write_text(other * 2)
+        check_request_lines([str(tmp_path / "a")] * 2, ["a", "b"])
+
+
 @pytest.mark.parametrize(
     "text, expect",
     [

@@ -63,6 +63,7 @@ from .validate import ReplayUsageError
 __all__ = [
     "EVENT_EXTRA_COLUMNS",
     "SKIPPED_COLUMNS",
+    "check_request_lines",
     "find_logs",
     "import_frames",
     "parse_topic_ids",
@@ -75,6 +76,7 @@ MARKER = "Completed request:"
 #: Top-level entries an import writes (its manifest lists those it did).
 IMPORT_ENTRIES = ("events", "skipped", "summary.json", "_SUCCESS")
 REQUEST_TIMED_OUT = 7
+UNPARSEABLE = "unparseable request-log line"
 
 #: Columns the import adds to the binding events schema (the replay ignores
 #: them; the replay-vs-broker comparison reads them).
@@ -194,6 +196,50 @@ def find_logs(paths: Sequence[str]) -> list[str]:
     return sorted(dict.fromkeys(os.path.abspath(f) for f in files))
 
 
+#: How much of each file the check before Spark reads (lines, and bytes).
+HEAD_LINES = 10_000
+HEAD_BYTES = 16 << 20
+
+
+def check_request_lines(files: Sequence[str], logs: Sequence[str]) -> None:
+    """Fail fast if no file's first lines hold a request-log line.
+
+    Reads up to :data:`HEAD_LINES` lines (and :data:`HEAD_BYTES`) of each
+    file, plain or gzipped, and stops at the first ``Completed request:``;
+    a file it cannot read is left to Spark.
+
+    :raises ReplayUsageError: naming LOG and how many lines were read
+    """
+    import gzip
+    import zlib
+
+    marker = MARKER.encode()
+    seen, whole = 0, True
+    for path in files:
+        opener: Any = gzip.open if path.endswith(".gz") else open
+        budget = HEAD_BYTES
+        try:
+            with opener(path, "rb") as fh:
+                for _ in range(HEAD_LINES):
+                    line = fh.readline(budget)
+                    if not line:
+                        break
+                    if marker in line:
+                        return
+                    seen += 1
+                    budget -= len(line)
+                    if budget <= 0:
+                        break
+                whole = whole and not fh.read(1)
+        except (OSError, EOFError, zlib.error):
+            return
+    where = f"{seen:,} lines" if whole else f"the first {seen:,} lines read"
+    raise ReplayUsageError(
+        f"LOG {', '.join(logs)}: no request-log lines ('{MARKER}...') in "
+        f"{where}; is kafka.request.logger at DEBUG?"
+    )
+
+
 _DESCRIBE = re.compile(r"Topic:\s*(\S+)\s+TopicId:\s*(\S+)")
 
 
@@ -243,23 +289,42 @@ def read_topic_ids(path: str) -> dict[str, str]:
 
 
 # -- Spark ---------------------------------------------------------------------------
-def _parse_lines(spark: Any, files: list[str], timezone: str) -> Any:
-    """One row per line: its kind, timestamp, header fields, times in µs, JSON."""
+#
+# The plan, and why (issue 31: the import at the plain parse-and-write's speed):
+#
+# 1. ``lines``: one row per input line, parsed once (``from_json``) and
+#    persisted, slim: the header fields, the times, and the produce or
+#    follower-fetch partitions as small arrays; never the nested request and
+#    response themselves.  The line counts are the job that fills it.
+# 2. ``rows``: one row per produce or fetch partition and per unparseable
+#    line, with every column of ``events/`` and of ``skipped/`` and the
+#    ``reason`` that decides which of the two a row goes to; persisted, so
+#    the window over each partition's appends (``_with_end_offsets``, a
+#    shuffle) runs once, not once per output.
+# 3. ``events/`` and ``skipped/`` are two filters of ``rows``; the summary's
+#    counts are aggregates of the same cached rows, not reads of what was
+#    just written.
+def _json_body(value: Any) -> tuple[Any, Any]:
+    """(is a request-log line, its JSON object or null)."""
     from pyspark.sql import functions as F
 
-    value = F.col("value")
     at = F.instr(value, MARKER)
     is_request = at > 0
     start = at + len(MARKER)
     # The JSON object: from the marker to the line's last "}" (log4j appends
     # " (kafka.request.logger)").
     end = F.length(value) - F.length(F.substring_index(value, "}", -1))
-    body = F.when(is_request, F.substring(value, start, end - start + 1))
+    return is_request, F.when(is_request, F.substring(value, start, end - start + 1))
+
+
+def _completed_ms(value: Any, timezone: str) -> Any:
+    """The line's ``[yyyy-MM-dd HH:mm:ss,SSS]`` (log4j's %d, at fixed
+    positions) in epoch ms, or null."""
+    from pyspark.sql import functions as F
 
     def part(pos: int, n: int) -> Any:
         return F.substring(value, pos, n).try_cast("int")
 
-    # [yyyy-MM-dd HH:mm:ss,SSS] at fixed positions (log4j's %d).
     secs = ((part(19, 2) * 1000 + part(22, 3)) / F.lit(1000)).cast("decimal(8,3)")
     stamp = F.try_make_timestamp(
         part(2, 4),
@@ -271,14 +336,30 @@ def _parse_lines(spark: Any, files: list[str], timezone: str) -> Any:
         F.lit(timezone),
     )
     bracketed = (F.substring(value, 1, 1) == "[") & (F.substring(value, 25, 1) == "]")
-    j = F.from_json(body, LINE_SCHEMA, {"mode": "PERMISSIVE"})
-    raw = spark.read.text(files).select(
+    return F.when(bracketed, F.unix_millis(stamp))
+
+
+def _read_lines(spark: Any, files: list[str], timezone: str) -> Any:
+    """One row per line: ``line_id``, the text, ``is_request``,
+    ``completed_ms`` and the parsed JSON ``j`` (null for other lines)."""
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    is_request, body = _json_body(value)
+    return spark.read.text(files).select(
         F.monotonically_increasing_id().alias("line_id"),
         value,
         is_request.alias("is_request"),
-        F.when(bracketed, F.unix_millis(stamp)).alias("completed_ms"),
-        j.alias("j"),
+        _completed_ms(value, timezone).alias("completed_ms"),
+        F.from_json(body, LINE_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"),
     )
+
+
+def _line_fields(raw: Any) -> Any:
+    """The fields of each line the import keeps: kind, header, times in µs,
+    and its request and response (still nested)."""
+    from pyspark.sql import functions as F
+
     header = F.col("j.requestHeader")
 
     def us(name: str) -> Any:
@@ -304,7 +385,7 @@ def _parse_lines(spark: Any, files: list[str], timezone: str) -> Any:
     )
     return raw.select(
         "line_id",
-        F.when(F.col("is_request") & ~ok, value).alias("line"),
+        F.when(F.col("is_request") & ~ok, F.col("value")).alias("line"),
         kind.alias("kind"),
         F.when(ok, header["requestApiKey"]).alias("api_key"),
         F.when(ok, header["requestApiKeyName"]).alias("api"),
@@ -325,6 +406,46 @@ def _parse_lines(spark: Any, files: list[str], timezone: str) -> Any:
         F.col("j.request").alias("request"),
         F.col("j.response").alias("response"),
     )
+
+
+def _partition_arrays(lines: Any, key: Any) -> Any:
+    """``lines`` with its request and response replaced by what the import
+    keeps of them: ``produce_parts`` (partition, and the response's error and
+    base offset for it) with ``request_partitions``, or ``fetch_parts``
+    (partition, fetch offset, error) of a follower's fetch."""
+    from pyspark.sql import functions as F
+
+    produce = F.col("api_key") == 0
+    follower = (F.col("api_key") == 1) & (F.col("replica") >= 0)
+    acks = F.col("acks")
+    with_lookups = lines.select(
+        "*",
+        F.col("request.acks").alias("acks"),
+        F.when(produce, _produce_responses()).alias("_resp"),
+        F.when(follower, _fetch_errors()).alias("_errors"),
+    )
+    kept = [c for c in lines.columns if c not in ("request", "response")]
+    arrays = with_lookups.select(
+        *kept,
+        "acks",
+        F.col("request.timeoutMs").cast("long").alias("timeout_ms"),
+        F.col("response.errorCode").alias("top_error"),
+        F.when(produce, _produce_parts(key)).alias("produce_parts"),
+        F.when(follower, _fetch_parts(key)).alias("fetch_parts"),
+    )
+    waited = F.size(
+        F.filter(
+            F.col("produce_parts"),
+            lambda p: (acks == -1) & p["r"]["error"].isin(0, REQUEST_TIMED_OUT),
+        )
+    )
+    return arrays.withColumn("request_partitions", F.when(produce, waited))
+
+
+def _parse_lines(spark: Any, files: list[str], timezone: str, key: Any) -> Any:
+    """One row per line: its kind, timestamp, header fields, times in µs, and
+    the partitions of its produce or follower fetch (see the plan above)."""
+    return _partition_arrays(_line_fields(_read_lines(spark, files, timezone)), key)
 
 
 def _ceil_ms(us_col: Any) -> Any:
@@ -388,29 +509,19 @@ def _nested(topics: str, partitions: str, make: Any) -> Any:
     )
 
 
-def _produce_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
-    """(events, skipped) of the produce lines: one row per partition."""
+#: Every column of ``events/`` and of ``skipped/``: the produce and fetch rows
+#: both are cut from.
+ROW_COLUMNS = {
+    **EVENT_COLUMNS,
+    **{k: v for k, v in SKIPPED_COLUMNS.items() if k not in EVENT_COLUMNS},
+}
+
+
+def _produce_responses() -> Any:
+    """Each partition of a produce response: (key, error, baseOffset)."""
     from pyspark.sql import functions as F
 
-    every = _with_end_offsets(_skip_reason(_produce_partitions(parsed, key)))
-    events = _select(
-        every.where(F.col("reason").isNull()),
-        EVENT_COLUMNS,
-        kind=F.lit("produce"),
-        required_offset="next_base",
-        broker_error_code="error",
-    )
-    skipped = _select(
-        every.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS, api=F.lit("PRODUCE")
-    )
-    return events, skipped
-
-
-def _produce_partitions(parsed: Any, key: Any) -> Any:
-    """One row per partition of each produce line, with its response's fields."""
-    from pyspark.sql import functions as F
-
-    responses = _nested(
+    return _nested(
         "response.responses",
         "partitionResponses",
         lambda t, p: F.struct(
@@ -419,6 +530,12 @@ def _produce_partitions(parsed: Any, key: Any) -> Any:
             p["baseOffset"].alias("base"),
         ),
     )
+
+
+def _produce_parts(key: Any) -> Any:
+    """Each partition of a produce request with its response (``_resp``)."""
+    from pyspark.sql import functions as F
+
     parts = _nested(
         "request.topicData",
         "partitionData",
@@ -427,44 +544,48 @@ def _produce_partitions(parsed: Any, key: Any) -> Any:
             _part_key(F.coalesce(t["name"], t["topicId"]), p["index"]).alias("k"),
         ),
     )
-    acks = F.col("request.acks")
-    with_resp = F.transform(
+    return F.transform(
         parts,
         lambda p: F.struct(
             p["partition"].alias("partition"),
             F.get(F.filter(F.col("_resp"), lambda r: r["k"] == p["k"]), 0).alias("r"),
         ),
     )
-    waited = F.size(
-        F.filter(
-            F.col("_parts"),
-            lambda p: (acks == -1) & p["r"]["error"].isin(0, REQUEST_TIMED_OUT),
+
+
+def _produce_rows(lines: Any) -> Any:
+    """The produce lines' rows (``ROW_COLUMNS``): one per partition."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        lines.where(F.col("api_key") == 0)
+        .select("*", F.explode_outer("produce_parts").alias("p"))
+        .select(
+            F.col("line_id").alias("log_request_id"),
+            F.monotonically_increasing_id().alias("request_id"),
+            F.col("p.partition").alias("partition"),
+            F.col("p.r.error").alias("error"),
+            F.col("p.r.base").alias("base"),
+            "acks",
+            "timeout_ms",
+            _ceil_ms(F.col("effect_us")).alias("ts_ms"),
+            "request_partitions",
+            "remote_time_ms",
+            "client_id",
+            "correlation_id",
+            "connection",
+            "api_version",
+            "completed_ms",
         )
     )
-    lines = (
-        parsed.where(F.col("api_key") == 0)
-        .withColumn("_resp", responses)
-        .withColumn("_parts", with_resp)
-        .withColumn("request_partitions", waited)
+    return _select(
+        _with_end_offsets(_skip_reason(rows)),
+        ROW_COLUMNS,
+        kind=F.lit("produce"),
+        api=F.lit("PRODUCE"),
+        required_offset="next_base",
+        broker_error_code="error",
     )
-    rows = lines.select("*", F.explode_outer("_parts").alias("p")).select(
-        F.col("line_id").alias("log_request_id"),
-        F.monotonically_increasing_id().alias("request_id"),
-        F.col("p.partition").alias("partition"),
-        F.col("p.r.error").alias("error"),
-        F.col("p.r.base").alias("base"),
-        acks.alias("acks"),
-        F.col("request.timeoutMs").cast("long").alias("timeout_ms"),
-        _ceil_ms(F.col("effect_us")).alias("ts_ms"),
-        "request_partitions",
-        "remote_time_ms",
-        "client_id",
-        "correlation_id",
-        "connection",
-        "api_version",
-        "completed_ms",
-    )
-    return rows
 
 
 def _skip_reason(rows: Any) -> Any:
@@ -514,11 +635,11 @@ def _with_end_offsets(rows: Any) -> Any:
     return final.unionByName(not_appended)
 
 
-def _fetch_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
-    """(events, skipped) of the follower fetch lines: one row per partition."""
+def _fetch_errors() -> Any:
+    """Each partition of a fetch response: (key, error)."""
     from pyspark.sql import functions as F
 
-    errors = _nested(
+    return _nested(
         "response.responses",
         "partitions",
         lambda t, p: F.struct(
@@ -528,6 +649,12 @@ def _fetch_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
             p["errorCode"].alias("error"),
         ),
     )
+
+
+def _fetch_parts(key: Any) -> Any:
+    """Each partition of a fetch request: (partition, fetchOffset, error)."""
+    from pyspark.sql import functions as F
+
     parts = _nested(
         "request.topics",
         "partitions",
@@ -537,24 +664,40 @@ def _fetch_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
             p["fetchOffset"].alias("fetch_offset"),
         ),
     )
-    lines = parsed.where((F.col("api_key") == 1) & (F.col("replica") >= 0)).withColumn(
-        "_errors", errors
+    return F.transform(
+        parts,
+        lambda p: F.struct(
+            p["partition"].alias("partition"),
+            p["fetch_offset"].alias("fetch_offset"),
+            F.get(F.filter(F.col("_errors"), lambda e: e["k"] == p["k"]), 0)[
+                "error"
+            ].alias("error"),
+        ),
     )
-    rows = lines.select("*", F.explode(parts).alias("p")).select(
-        _ceil_ms(F.col("effect_us")).alias("ts_ms"),
-        F.col("p.partition").alias("partition"),
-        F.col("replica").cast("int").alias("replica"),
-        F.col("p.fetch_offset").alias("fetch_offset"),
-        F.col("response.errorCode").alias("top_error"),
-        F.get(F.filter(F.col("_errors"), lambda e: e["k"] == F.col("p.k")), 0)[
-            "error"
-        ].alias("error"),
-        F.col("line_id").alias("log_request_id"),
-        "client_id",
-        "correlation_id",
-        "connection",
-        "api_version",
-        "completed_ms",
+
+
+def _fetch_rows(lines: Any) -> Any:
+    """The follower fetch lines' rows (``ROW_COLUMNS``): one per partition."""
+    from pyspark.sql import functions as F
+
+    follower = (F.col("api_key") == 1) & (F.col("replica") >= 0)
+    rows = (
+        lines.where(follower)
+        .select("*", F.explode("fetch_parts").alias("p"))
+        .select(
+            _ceil_ms(F.col("effect_us")).alias("ts_ms"),
+            F.col("p.partition").alias("partition"),
+            F.col("replica").cast("int").alias("replica"),
+            F.col("p.fetch_offset").alias("fetch_offset"),
+            F.col("top_error"),
+            F.col("p.error").alias("error"),
+            F.col("line_id").alias("log_request_id"),
+            "client_id",
+            "correlation_id",
+            "connection",
+            "api_version",
+            "completed_ms",
+        )
     )
     top, error = F.col("top_error"), F.col("error")
     reason = (
@@ -568,14 +711,32 @@ def _fetch_rows(parsed: Any, key: Any) -> tuple[Any, Any]:
         )
         .when(F.col("ts_ms").isNull(), F.lit("no request times"))
     )
-    rows = rows.withColumn("reason", reason)
-    events = _select(
-        rows.where(F.col("reason").isNull()), EVENT_COLUMNS, kind=F.lit("fetch")
+    return _select(
+        rows.withColumn("reason", reason),
+        ROW_COLUMNS,
+        kind=F.lit("fetch"),
+        api=F.lit("FETCH"),
     )
-    skipped = _select(
-        rows.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS, api=F.lit("FETCH")
+
+
+def _import_rows(lines: Any) -> Any:
+    """Every produce and follower-fetch row: ``events/`` (``reason`` null) and
+    most of ``skipped/``."""
+    return _produce_rows(lines).unionByName(_fetch_rows(lines))
+
+
+def _split(lines: Any, rows: Any) -> tuple[Any, Any]:
+    """(events, skipped) of :func:`_import_rows` and the unparseable lines."""
+    from pyspark.sql import functions as F
+
+    events = _select(rows.where(F.col("reason").isNull()), EVENT_COLUMNS)
+    bad_lines = _select(
+        lines.where(F.col("kind") == "unparseable"),
+        SKIPPED_COLUMNS,
+        reason=F.lit(UNPARSEABLE),
     )
-    return events, skipped
+    skipped = _select(rows.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS)
+    return events, skipped.unionByName(bad_lines)
 
 
 def import_frames(
@@ -590,20 +751,9 @@ def import_frames(
     ``unparseable`` or the API name); the caller may persist it, since both
     other frames are built from it.
     """
-    from pyspark.sql import functions as F
-
-    parsed = _parse_lines(spark, files, timezone)
-    key = _topic_key(topic_ids or {})
-    produce_events, produce_skipped = _produce_rows(parsed, key)
-    fetch_events, fetch_skipped = _fetch_rows(parsed, key)
-    bad_lines = _select(
-        parsed.where(F.col("kind") == "unparseable"),
-        SKIPPED_COLUMNS,
-        reason=F.lit("unparseable request-log line"),
-    )
-    events = produce_events.unionByName(fetch_events)
-    skipped = produce_skipped.unionByName(fetch_skipped).unionByName(bad_lines)
-    return events, skipped, parsed
+    lines = _parse_lines(spark, files, timezone, _topic_key(topic_ids or {}))
+    events, skipped = _split(lines, _import_rows(lines))
+    return events, skipped, lines
 
 
 # -- the job -------------------------------------------------------------------------
@@ -657,45 +807,57 @@ def _span(first: int | None, last: int | None) -> dict[str, Any]:
     return {"first": iso(first), "last": iso(last), "seconds": seconds}
 
 
-def _table_counts(spark: Any, target: str) -> dict[str, Any]:
-    """Partitions, followers, rows and skipped reasons, from the written datasets."""
+def _table_counts(rows: Any, events: Any, counts: dict[str, Any]) -> dict[str, Any]:
+    """Partitions, followers, rows and skipped reasons, from the cached rows.
+
+    One small aggregate (by reason, partition, kind and follower) gives all
+    but the number of produce requests; the unparseable lines are
+    ``counts["unparseable"]``.  Nothing is read back from the written tables.
+    """
     from pyspark.sql import functions as F
 
-    events = spark.read.parquet(os.path.join(target, "events"))
-    (row,) = collect(
-        events.agg(
-            F.sum((F.col("kind") == "produce").cast("long")).alias("produce_rows"),
-            F.sum((F.col("kind") == "fetch").cast("long")).alias("fetch_rows"),
-            F.countDistinct(
-                F.when(F.col("kind") == "produce", F.col("log_request_id"))
-            ).alias("produce_requests"),
+    groups = collect(
+        rows.groupBy("reason", "partition", "kind", "replica").agg(
+            F.count("*").alias("n"),
             F.sum((F.col("broker_error_code") == REQUEST_TIMED_OUT).cast("long")).alias(
-                "timed_out_rows"
+                "timed_out"
             ),
-            F.countDistinct("partition").alias("partitions"),
-            F.countDistinct("replica").alias("followers"),
         )
     )
-    by_partition = collect(
-        events.groupBy("partition")
-        .agg(
-            F.sum((F.col("kind") == "produce").cast("long")).alias("p"),
-            F.sum((F.col("kind") == "fetch").cast("long")).alias("f"),
+    (requests,) = collect(
+        events.where(F.col("kind") == "produce").agg(
+            F.countDistinct("log_request_id").alias("n")
         )
-        .where((F.col("p") > 0) & (F.col("f") == 0))
-        .orderBy("partition")
-        .select("partition")
-        .limit(1000)
     )
-    skipped = spark.read.parquet(os.path.join(target, "skipped"))
-    reasons = {
-        r["reason"]: r["count"]
-        for r in collect(skipped.groupBy("reason").count().orderBy(F.desc("count")))
-    }
+    totals = {"produce_rows": 0, "fetch_rows": 0, "timed_out_rows": 0}
+    partitions: dict[str, list[int]] = {}
+    followers: set[int] = set()
+    reasons: dict[str, int] = {}
+    if counts["unparseable"]:
+        reasons[UNPARSEABLE] = counts["unparseable"]
+    for g in groups:
+        if g["reason"] is not None:
+            reasons[g["reason"]] = reasons.get(g["reason"], 0) + g["n"]
+            continue
+        produce = g["kind"] == "produce"
+        totals["produce_rows" if produce else "fetch_rows"] += g["n"]
+        totals["timed_out_rows"] += g["timed_out"] or 0
+        if g["partition"] is not None:
+            partitions.setdefault(g["partition"], [0, 0])[0 if produce else 1] += g["n"]
+        if g["replica"] is not None:
+            followers.add(g["replica"])
+    lonely = sorted(k for k, (p, f) in partitions.items() if p > 0 and f == 0)
     return {
-        "events": {k: row[k] or 0 for k in row.asDict()},
-        "partitions_without_fetches": [r["partition"] for r in by_partition],
-        "skipped": reasons,
+        "events": {
+            "produce_rows": totals["produce_rows"],
+            "fetch_rows": totals["fetch_rows"],
+            "produce_requests": requests["n"],
+            "timed_out_rows": totals["timed_out_rows"],
+            "partitions": len(partitions),
+            "followers": len(followers),
+        },
+        "partitions_without_fetches": lonely[:1000],
+        "skipped": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
     }
 
 
@@ -823,6 +985,7 @@ def _check_import(
         if os.path.realpath(path).startswith(os.path.realpath(output) + os.sep):
             raise ReplayUsageError(f"OUTPUT {output!r} holds LOG file {path!r}")
     check_output(output, overwrite, tool=TOOL, entries=IMPORT_ENTRIES)
+    check_request_lines(files, logs)
     return output, files, mapping
 
 
@@ -843,14 +1006,15 @@ def _write_import(
 
     from pyspark import StorageLevel
 
-    parsed = None
+    lines = rows = None
     try:
         progress.stage(f"reading {len(files)} file(s)")
-        events, skipped, parsed = import_frames(
-            spark, files, mapping, settings["timezone"]
-        )
-        parsed.persist(StorageLevel.MEMORY_AND_DISK)
-        counts = _line_counts(parsed)
+        # See "the plan" above import_frames: parse once, window once, and
+        # count from the cache.
+        lines = _parse_lines(
+            spark, files, settings["timezone"], _topic_key(mapping)
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        counts = _line_counts(lines)
         progress.done(
             f"{counts['lines']:,} lines, {counts['request_lines']:,} requests"
         )
@@ -861,11 +1025,13 @@ def _write_import(
                 "is kafka.request.logger at DEBUG?"
             )
         progress.stage("writing events/ and skipped/")
+        rows = _import_rows(lines).persist(StorageLevel.MEMORY_AND_DISK)
+        events, skipped = _split(lines, rows)
         events.write.parquet(os.path.join(target, "events"))
         skipped.write.parquet(os.path.join(target, "skipped"))
         progress.done()
         progress.stage("summarizing")
-        summary = {"lines": counts, **_table_counts(spark, target)}
+        summary = {"lines": counts, **_table_counts(rows, events, counts)}
         summary["settings"] = settings
         with open(os.path.join(target, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
@@ -874,8 +1040,9 @@ def _write_import(
         shutil.rmtree(target, ignore_errors=True)
         raise
     finally:
-        if parsed is not None:
-            parsed.unpersist()
+        for frame in (lines, rows):
+            if frame is not None:
+                frame.unpersist()
     return summary
 
 
