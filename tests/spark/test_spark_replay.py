@@ -246,7 +246,7 @@ def test_spark_job_writes_outputs_summary_and_plots(spark, tmp_path):
 
 
 def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
-    from tickwheel.__main__ import main
+    from tickwheel.cli import main
 
     out = tmp_path / "demo"
     code = main(
@@ -270,13 +270,16 @@ def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
     assert code == 0
     assert (out / "input").is_dir() and (out / "outcomes" / "_SUCCESS").exists()
     text = capsys.readouterr().out
-    assert "[replay 6/6] done" in text and "(all)" in text
+    # --no-plots: no plotting stage, not "plotting ... (skipped)".
+    assert "[replay 5/5] done" in text and "(all)" in text
+    assert "plotting" not in text and "/6]" not in text
     # The README's command a second time just works: it replaces its own
     # results (the _SUCCESS manifest lists them) and keeps everything else.
     first = json.loads((out / "_SUCCESS").read_text())
     (out / "notes.txt").write_text("mine")
     (out / "summary.json").write_text("{}")  # listed in the manifest: replaced
-    assert main(["replay", "--demo", str(out), "--no-plots"]) == 0
+    again = ["replay", "--demo", str(out), "--requests", "800", "--partitions", "3"]
+    assert main([*again, "--no-plots"]) == 0
     assert "reusing the trace" in capsys.readouterr().out
     assert (out / "notes.txt").read_text() == "mine"
     assert "overall" in json.loads((out / "summary.json").read_text())
