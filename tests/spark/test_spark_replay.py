@@ -346,3 +346,21 @@ def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):
     got = to_arrow(spark.read.parquet(out + "/outcomes"), OUTCOME_SCHEMA)
     assert got.equals(canonical(local.outcomes, OUTCOME_SCHEMA))
     assert not os.path.exists(out + "/union-staging")
+
+
+def test_summary_percentiles_are_nearest_rank(spark):
+    """Issue 29: p50 of {0, 10} ms is 0 (a latency a request had), not 5."""
+    from tickwheel.spark.job import summarize
+
+    rows = [(1, "p", "completed", 0), (2, "p", "completed", 10)]
+    rows += [(3, "p", "expired", 500), (4, "q", "expired", 500)]
+    outcomes = spark.createDataFrame(
+        [(i, part, out, lat, None) for i, part, out, lat in rows],
+        "request_id long, partition string, outcome string, latency_ms long, "
+        "timeout_ms long",
+    )
+    summary = summarize(outcomes, {})
+    (overall,) = summary["overall"]
+    assert overall["latency_ms"] == {"p50": 0, "p95": 10, "p99": 10, "max": 10}
+    by_name = {r["partition"]: r for r in summary["per_partition"]}
+    assert by_name["q"]["latency_ms"]["p50"] is None  # nothing completed

@@ -69,8 +69,8 @@ def non_negative_int(text: str) -> int:
 
 def spark_import_error(exc: ImportError) -> int:
     print(
-        f"tickwheel: this command needs the [spark] extra ({exc}); "
-        "install it with: pip install 'tickwheel[spark]'",
+        f"tickwheel: this command needs the [spark] extra ({exc}); install it "
+        "from tickwheel's checkout with: pip install '.[spark]'",
         file=sys.stderr,
     )
     return 2

@@ -26,7 +26,8 @@ _REPLAY_DESCRIPTION = """\
 Replay INPUT, a log of produce and follower-fetch events, through tickwheel's
 purgatory in event time on Spark, and write to OUTPUT: outcomes/,
 purgatory_size/, rejected/ (Parquet), summary.json, latency_cdf.png,
-purgatory_size.png, and _SUCCESS (the list of what the run wrote).
+purgatory_size.png, replay_vs_broker.png (for an input that
+import-request-log wrote), and _SUCCESS (the list of what the run wrote).
 
 INPUT: Parquet (a file or a directory), CSV with a header, or JSON lines;
 the format comes from the suffix or --format.  Columns are matched by name
@@ -39,7 +40,10 @@ the format comes from the suffix or --format.  Columns are matched by name
   timeout_ms       int64   produce: the request's timeout
   replica          int32   fetch: follower id (empty for produce)
   fetch_offset     int64   fetch: follower's log end offset after the fetch
-A row that does not parse or fails a check goes to rejected/ with a reason.
+A row that does not parse or fails a check goes to rejected/ with a reason
+(and, for a value that is not a number, its text in the column raw).  An
+integer column none of whose first 1000 values is a number (ISO times in
+ts_ms, say) is refused before Spark starts.
 
 OUTPUT must be new or empty; --overwrite replaces only what an earlier run
 listed in its _SUCCESS.  Results are written beside OUTPUT first and moved

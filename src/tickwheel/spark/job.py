@@ -98,8 +98,9 @@ def read_events(
 def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
     """Counts, expiry rate and latency percentiles, per timeout and partition.
 
-    Latency percentiles are exact, over *completed* requests (an expired
-    request's latency is its timeout).
+    Latency percentiles are exact and nearest-rank, over *completed*
+    requests (an expired request's latency is its timeout): p50 is a latency
+    some request had (of 0 and 10 ms, 0), never one interpolated between two.
     """
     from pyspark.sql import functions as F
 
@@ -111,10 +112,7 @@ def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
                 F.count("*").alias("requests"),
                 F.sum(completed.cast("long")).alias("completed"),
                 F.sum((~completed).cast("long")).alias("expired"),
-                F.percentile(
-                    F.when(completed, F.col("latency_ms")),
-                    F.array(*map(F.lit, (0.5, 0.95, 0.99))),
-                ).alias("q"),
+                F.array(*map(_nearest_rank, (0.5, 0.95, 0.99))).alias("q"),
                 F.max(F.when(completed, F.col("latency_ms"))).alias("max"),
             )
             .orderBy(*group)
@@ -145,6 +143,17 @@ def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
         "per_partition": stats(["timeout_ms", "partition"]),
         "rejected": rejected_counts,
     }
+
+
+def _nearest_rank(q: float) -> Any:
+    """The ``q`` percentile of completed latencies: the smallest latency ``v``
+    with at least a share ``q`` of them <= ``v`` (``percentile_disc``)."""
+    from pyspark.sql import functions as F
+
+    return F.expr(
+        f"percentile_disc({q}) WITHIN GROUP (ORDER BY "
+        "CASE WHEN outcome = 'completed' THEN latency_ms END)"
+    )
 
 
 def _fmt_ms(value: Any) -> str:
@@ -253,7 +262,8 @@ def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
         matplotlib.use("Agg")
     except ImportError:
         print(
-            "matplotlib is not installed: no plots (pip install 'tickwheel[spark]')",
+            "matplotlib is not installed: no plots (in tickwheel's checkout: "
+            "pip install '.[spark]')",
             file=sys.stderr,
         )
         return []
