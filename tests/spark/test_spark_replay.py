@@ -161,9 +161,14 @@ def test_spark_csv_values_that_do_not_cast_are_rejected_not_fatal(spark, tmp_pat
     frames = resolve_all(read_events(spark, str(path)))
     try:
         rejected = sorted(
-            (r["reason"], r["request_id"]) for r in collect(frames.rejected)
+            (r["reason"], r["request_id"], r["raw"], r["ts_ms"])
+            for r in collect(frames.rejected)
         )
-        assert rejected == [("invalid timeout_ms", 3), ("invalid ts_ms", 2)]
+        # raw: the text that failed (issue 29), where the typed column is null.
+        assert rejected == [
+            ("invalid timeout_ms", 3, "ten", 4),
+            ("invalid ts_ms", 2, "abc", None),
+        ]
         assert [(r["request_id"], r["done_ms"]) for r in collect(frames.outcomes)] == [
             (1, 3)
         ]
