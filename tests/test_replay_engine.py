@@ -506,7 +506,7 @@ def test_union_rows_fill_only_their_own_kinds_columns():
 def test_cli_gen_trace_writes_parquet(tmp_path, capsys):
     import pyarrow.parquet as pq
 
-    from tickwheel.__main__ import main
+    from tickwheel.cli import main
 
     out = tmp_path / "t"
     assert main(["gen-trace", str(out), "--requests", "120", "--partitions", "3"]) == 0

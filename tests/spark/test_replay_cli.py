@@ -148,6 +148,17 @@ def _bad_cases(events: dict[str, Path], tmp: Path) -> list[tuple[Any, ...]]:
     misspelt.write_text(",".join(COLUMNS).replace("timeout_ms", "timeout") + "\n")
     (tmp / "first.json").write_text('{"ts_ms": 1, "partition": "p"}\n')
     (tmp / "afile").write_text("x")
+    # A column of the wrong type in every row (ISO time, not epoch ms):
+    # refused with the value, not replayed into "every row rejected".
+    iso = dict.fromkeys(COLUMNS, "")
+    iso.update(ts_ms="2025-03-01T12:00:01", partition="p", kind="produce")
+    iso.update(request_id="1", required_offset="5", timeout_ms="100")
+    (tmp / "iso.json").write_text(
+        "".join(json.dumps({**iso, "request_id": i}) + "\n" for i in range(11))
+    )
+    (tmp / "iso.csv").write_text(
+        ",".join(COLUMNS) + "\n" + ",".join(iso[c] for c in COLUMNS) + "\n"
+    )
     no_java_path = tmp / "nobin"
     no_java_path.mkdir()
     java8 = str(_fake_java(tmp, "1.8.0_392"))
@@ -167,6 +178,30 @@ def _bad_cases(events: dict[str, Path], tmp: Path) -> list[tuple[Any, ...]]:
         ),
         ("misspelt CSV column", [str(misspelt), out], {}, ["timeout_ms"]),
         ("JSON first line", [str(tmp / "first.json"), out], {}, ["kind"]),
+        (
+            "JSON ISO times",
+            [str(tmp / "iso.json"), out],
+            {},
+            ["'ts_ms'", "'2025-03-01T12:00:01'", "integer", "iso.json"],
+        ),
+        (
+            "CSV ISO times",
+            [str(tmp / "iso.csv"), out],
+            {},
+            ["'ts_ms'", "'2025-03-01T12:00:01'", "integer", "iso.csv"],
+        ),
+        (
+            "demo-only option",
+            [pq_in, out, "--requests", "5"],
+            {},
+            ["--requests", "--demo"],
+        ),
+        (
+            "demo-only options",
+            [pq_in, out, "--partitions", "5", "--requests", "5"],
+            {},
+            ["--requests and --partitions", "--demo"],
+        ),
         ("OUTPUT is a file", [pq_in, str(tmp / "afile")], {}, ["afile", "file"]),
         (
             "OUTPUT under a file",
@@ -217,6 +252,37 @@ def test_cli_bad_input_exits_2_with_one_line_before_spark_starts(events, tmp_pat
         assert not (tmp_path / "out").exists(), name
 
 
+def test_cli_demo_replaces_its_trace_when_the_settings_differ(tmp_path):
+    """--demo OUTPUT --requests N over an earlier demo: a trace of N requests.
+
+    Spark is made to fail at once (an invalid driver memory) after the trace
+    is written, so each run costs the trace and a JVM that does not start.
+    """
+    out = tmp_path / "demo"
+    fail = ["--conf", "spark.driver.memory=abc"]
+
+    def demo(*options: str) -> str:
+        code, stdout, err, seconds = cli("replay", "--demo", str(out), *options, *fail)
+        print(f"exit {code} after {seconds:.2f} s: {stdout.strip()}")
+        assert code == 2 and "Spark did not start" in err, err
+        log = err.rsplit("Spark's log: ", 1)[1].strip().rstrip(")")
+        shutil.rmtree(os.path.dirname(log), ignore_errors=True)
+        return stdout
+
+    def requests() -> int:
+        ids = pq.read_table(out / "input", columns=["request_id"])["request_id"]
+        return len(set(ids.drop_null().to_pylist()))
+
+    assert "[demo] wrote" in demo("--requests", "40", "--partitions", "2")
+    assert requests() == 40
+    assert "reusing the trace" in demo("--requests", "40", "--partitions", "2")
+    text = demo("--requests", "70", "--partitions", "2")
+    assert "replaced the trace (other settings)" in text and requests() == 70
+    settings = json.loads((out / "input" / "_tickwheel_demo.json").read_text())
+    assert settings == {"requests": 70, "partitions": 2, "seed": 1}
+    assert not [n for n in os.listdir(tmp_path) if "staging" in n]
+
+
 def test_cli_verbose_shows_the_traceback_then_the_one_line(tmp_path):
     code, out, err, seconds = cli("replay", "-v", str(tmp_path / "nope"), "o")
     print(f"exit {code} after {seconds:.2f} s")
@@ -257,6 +323,7 @@ def test_cli_help_documents_columns_exit_codes_and_defaults():
         assert column in out
     assert "Exit codes: 0" in out and "1 done, some rows rejected" in out
     assert "--overwrite" in out and "_SUCCESS" in out
+    assert "replay_vs_broker.png" in out  # issue 29: every file it may write
     helps = [out] + [cli(*c, "--help")[1] for c in ([], ["demo"], ["gen-trace"])]
     for text in helps:
         assert "``" not in text and ":func:" not in text
@@ -264,7 +331,7 @@ def test_cli_help_documents_columns_exit_codes_and_defaults():
     assert code == 2 and err.startswith("usage: tickwheel replay")
     assert err.splitlines()[-1].startswith("tickwheel replay: needs INPUT and OUTPUT")
 
-    from tickwheel.__main__ import build_parsers
+    from tickwheel.cli import build_parsers
 
     for name, parser in build_parsers().items():
         for action in parser._actions:
@@ -415,7 +482,7 @@ def test_cli_spark_that_does_not_start_is_one_line_naming_the_cause(events, tmp_
 def test_cli_failure_after_spark_started_is_one_line(
     spark, events, tmp_path, capsys, monkeypatch
 ):
-    from tickwheel.__main__ import main
+    from tickwheel.cli import main
     from tickwheel.spark import job
 
     def fail(*args: Any, **kwargs: Any) -> int:
@@ -495,7 +562,7 @@ def test_file_url_output_is_staged_beside_the_local_directory(
 def test_cli_unknown_option_is_named_by_its_command(argv, prog, capsys):
     """An unknown option is one line from the command it was given to (it
     came from the top-level parser: ``tickwheel: unrecognized arguments``)."""
-    from tickwheel.__main__ import main
+    from tickwheel.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(argv)

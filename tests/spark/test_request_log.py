@@ -131,9 +131,16 @@ def test_replay_of_import_agrees_with_broker(
 
     log, out = imported
     replay_out = tmp_path / "replay"
-    run_replay(str(out), str(replay_out), spark=spark, out=io.StringIO())
+    printed = io.StringIO()
+    run_replay(str(out), str(replay_out), spark=spark, out=printed)
     summary = json.loads((replay_out / "summary.json").read_text())
     rb = summary["replay_vs_broker"]
+    # Stage 6 names every plot it wrote; the table lists every partition.
+    (done,) = [
+        ln for ln in printed.getvalue().splitlines() if "[replay 6/6] done" in ln
+    ]
+    assert "latency_cdf.png" in done and "replay_vs_broker.png" in done, done
+    assert len(rb["worst_partitions"]) == 8
     expired = sum(1 for e, _ in log.requests.values() if e)
     assert rb["requests"] == len(log.requests)
     rows: Counter[Any] = Counter(e["key"] for e in log.events if e["kind"] == "produce")

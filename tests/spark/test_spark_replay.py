@@ -161,9 +161,14 @@ def test_spark_csv_values_that_do_not_cast_are_rejected_not_fatal(spark, tmp_pat
     frames = resolve_all(read_events(spark, str(path)))
     try:
         rejected = sorted(
-            (r["reason"], r["request_id"]) for r in collect(frames.rejected)
+            (r["reason"], r["request_id"], r["raw"], r["ts_ms"])
+            for r in collect(frames.rejected)
         )
-        assert rejected == [("invalid timeout_ms", 3), ("invalid ts_ms", 2)]
+        # raw: the text that failed (issue 29), where the typed column is null.
+        assert rejected == [
+            ("invalid timeout_ms", 3, "ten", 4),
+            ("invalid ts_ms", 2, "abc", None),
+        ]
         assert [(r["request_id"], r["done_ms"]) for r in collect(frames.outcomes)] == [
             (1, 3)
         ]
@@ -246,7 +251,7 @@ def test_spark_job_writes_outputs_summary_and_plots(spark, tmp_path):
 
 
 def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
-    from tickwheel.__main__ import main
+    from tickwheel.cli import main
 
     out = tmp_path / "demo"
     code = main(
@@ -270,13 +275,16 @@ def test_cli_replay_demo_and_gen_trace(spark, tmp_path, capsys):
     assert code == 0
     assert (out / "input").is_dir() and (out / "outcomes" / "_SUCCESS").exists()
     text = capsys.readouterr().out
-    assert "[replay 6/6] done" in text and "(all)" in text
+    # --no-plots: no plotting stage, not "plotting ... (skipped)".
+    assert "[replay 5/5] done" in text and "(all)" in text
+    assert "plotting" not in text and "/6]" not in text
     # The README's command a second time just works: it replaces its own
     # results (the _SUCCESS manifest lists them) and keeps everything else.
     first = json.loads((out / "_SUCCESS").read_text())
     (out / "notes.txt").write_text("mine")
     (out / "summary.json").write_text("{}")  # listed in the manifest: replaced
-    assert main(["replay", "--demo", str(out), "--no-plots"]) == 0
+    again = ["replay", "--demo", str(out), "--requests", "800", "--partitions", "3"]
+    assert main([*again, "--no-plots"]) == 0
     assert "reusing the trace" in capsys.readouterr().out
     assert (out / "notes.txt").read_text() == "mine"
     assert "overall" in json.loads((out / "summary.json").read_text())
@@ -343,3 +351,21 @@ def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):
     got = to_arrow(spark.read.parquet(out + "/outcomes"), OUTCOME_SCHEMA)
     assert got.equals(canonical(local.outcomes, OUTCOME_SCHEMA))
     assert not os.path.exists(out + "/union-staging")
+
+
+def test_summary_percentiles_are_nearest_rank(spark):
+    """Issue 29: p50 of {0, 10} ms is 0 (a latency a request had), not 5."""
+    from tickwheel.spark.job import summarize
+
+    rows = [(1, "p", "completed", 0), (2, "p", "completed", 10)]
+    rows += [(3, "p", "expired", 500), (4, "q", "expired", 500)]
+    outcomes = spark.createDataFrame(
+        [(i, part, out, lat, None) for i, part, out, lat in rows],
+        "request_id long, partition string, outcome string, latency_ms long, "
+        "timeout_ms long",
+    )
+    summary = summarize(outcomes, {})
+    (overall,) = summary["overall"]
+    assert overall["latency_ms"] == {"p50": 0, "p95": 10, "p99": 10, "max": 10}
+    by_name = {r["partition"]: r for r in summary["per_partition"]}
+    assert by_name["q"]["latency_ms"]["p50"] is None  # nothing completed

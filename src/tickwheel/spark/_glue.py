@@ -153,31 +153,57 @@ def conform_events(
     """Cast the input columns to the binding types; split off malformed rows.
 
     A value that does not cast (``"abc"`` as ``ts_ms``) makes the row a
-    ``rejected`` row with reason ``invalid <column>``; every row of a
-    request_id that occurs in two produce rows is rejected as ``duplicate
-    request_id``.  Rows with a null partition or a null or unknown kind are
-    rejected here too (same reasons, same order as the engine, which then
-    receives ``kind`` as a code); the other checks (nulls, negative values)
-    run in the engine, row by row.
+    ``rejected`` row with reason ``invalid <column>`` and the value's own
+    text in ``raw``; every row of a request_id that occurs in two produce
+    rows is rejected as ``duplicate request_id``.  Rows with a null
+    partition or a null or unknown kind are rejected here too (same reasons,
+    same order as the engine, which then receives ``kind`` as a code); the
+    other checks (nulls, negative values) run in the engine, row by row.
 
     ``duplicates``: "find" runs one Spark job at once to find duplicated ids
     (the rest is lazy); a sequence of ids rejects exactly those; "skip" leaves
     duplicates to the caller (:func:`replay_to` finds them from the engine's
     own id lists, without that job).
 
+    In named steps: :func:`_check_input_columns`, :func:`_flag_invalid`,
+    :func:`_duplicate_ids`, :func:`_split_duplicates`, :func:`_kind_codes`.
+
     :return: (clean events with exactly the eight columns, ``kind`` as a
-        tinyint code: 0 fetch, 1 produce; rejected rows)
+        tinyint code: 0 fetch, 1 produce; rejected rows: the input columns,
+        ``reason`` and ``raw``)
     :raises ValueError: if a column is missing
     """
+    _check_input_columns(events)
+    # Evaluate the checks on the raw columns, then keep typed values.
+    flagged = _flag_invalid(events)
+    rejected_parts = [flagged.where(F.col("reason").isNotNull())]
+    typed = flagged.where(F.col("reason").isNull()).drop("reason", "raw")
+    clean, duplicated = _split_duplicates(typed, _duplicate_ids(typed, duplicates))
+    if duplicated is not None:
+        rejected_parts.append(duplicated)
+    rejected = functools.reduce(DataFrame.unionByName, rejected_parts)
+    return _kind_codes(clean), rejected
+
+
+def _check_input_columns(events: DataFrame) -> None:
+    """Raise ValueError naming the input columns ``events`` lacks."""
     missing = [c for c in INPUT_COLUMNS if c not in events.columns]
     if missing:
         raise ValueError(
             f"events are missing column(s) {missing}; the input schema is "
             f"{list(INPUT_COLUMNS)} (got {events.columns})"
         )
+
+
+def _flag_invalid(events: DataFrame) -> DataFrame:
+    """The input columns cast to their types, plus ``reason`` and ``raw``.
+
+    ``reason`` is the first failed check (null: the row is fine); for a value
+    that did not cast, ``raw`` keeps its text (the typed column is null).
+    """
     dtypes = dict(events.dtypes)
     casts: list[Column] = []
-    invalid: list[tuple[Column, str]] = []
+    invalid: list[tuple[Column, str, Column | None]] = []
     for name, spark_type in INPUT_SPARK_TYPES.items():
         column = F.col(name)
         if dtypes[name] == spark_type.simpleString():
@@ -185,64 +211,87 @@ def conform_events(
             continue
         cast = column.try_cast(spark_type)
         casts.append(cast.alias(name))
-        invalid.append((column.isNotNull() & cast.isNull(), f"invalid {name}"))
+        failed = column.isNotNull() & cast.isNull()
+        invalid.append((failed, f"invalid {name}", column.cast("string")))
     # The engine's first three checks run here, in its order, so that the
     # engine can receive ``kind`` as a 0/1 code instead of a string.
     kind = F.col("kind")
     invalid += [
-        (F.col("partition").isNull(), "null partition"),
-        (kind.isNull(), "null kind"),
-        (~kind.isin("fetch", "produce"), "unknown kind"),
+        (F.col("partition").isNull(), "null partition", None),
+        (kind.isNull(), "null kind", None),
+        (~kind.isin("fetch", "produce"), "unknown kind", None),
     ]
-    rejected_parts: list[DataFrame] = []
     reason: Column = F.lit(None).cast("string")
-    for condition, text in reversed(invalid):
+    raw: Column = F.lit(None).cast("string")
+    for condition, text, value in reversed(invalid):  # the first check wins
         reason = F.when(condition, F.lit(text)).otherwise(reason)
-    # Evaluate the checks on the raw columns, then keep typed values.
-    flagged = events.select(*casts, reason.alias("reason"))
-    rejected_parts.append(flagged.where(F.col("reason").isNotNull()))
-    typed = flagged.where(F.col("reason").isNull()).drop("reason")
-    # Duplicates, in two steps: find the duplicated ids (one aggregation over
-    # two columns; nearly always none), then, only if there are any, split
-    # them off with a broadcast join.  A join planned up front would shuffle
-    # every event by request_id just to find nothing.
-    is_produce = (F.col("kind") == "produce") & F.col("request_id").isNotNull()
-    clean = typed
-    if isinstance(duplicates, str):
-        if duplicates not in ("find", "skip"):
-            raise ValueError(
-                f"duplicates must be 'find', 'skip' or ids, got {duplicates!r}"
-            )
-        dup_ids = (
-            typed.where(is_produce)
-            .groupBy("request_id")
-            .count()
-            .where(F.col("count") > 1)
-            .select("request_id")
-            .localCheckpoint()
-            if duplicates == "find"
-            else None
+        raw = F.when(condition, value if value is not None else F.lit(None)).otherwise(
+            raw
         )
-    else:
-        spark = events.sparkSession
-        dup_ids = spark.createDataFrame(
-            [(int(i),) for i in duplicates], "request_id long"
+    return events.select(
+        *casts, reason.alias("reason"), raw.cast("string").alias("raw")
+    )
+
+
+def _duplicate_ids(
+    typed: DataFrame, duplicates: str | Sequence[int]
+) -> DataFrame | None:
+    """The duplicated produce request_ids (see :func:`conform_events`), or None.
+
+    Found by one aggregation over two columns ("find"; nearly always none),
+    so that the split below runs only when there are any: a join planned up
+    front would shuffle every event by request_id just to find nothing.
+    """
+    if not isinstance(duplicates, str):
+        spark = typed.sparkSession
+        return spark.createDataFrame([(int(i),) for i in duplicates], "request_id long")
+    if duplicates not in ("find", "skip"):
+        raise ValueError(
+            f"duplicates must be 'find', 'skip' or ids, got {duplicates!r}"
         )
-    if dup_ids is not None and not dup_ids.isEmpty():
-        marked = typed.join(
-            F.broadcast(dup_ids.withColumn("_dup", F.lit(True))), "request_id", "left"
-        ).withColumn("_dup", F.coalesce(F.col("_dup") & is_produce, F.lit(False)))
-        clean = marked.where(~F.col("_dup")).select(*INPUT_COLUMNS)
-        rejected_parts.append(
-            marked.where(F.col("_dup"))
-            .select(*INPUT_COLUMNS)
-            .withColumn("reason", F.lit("duplicate request_id"))
-        )
-    clean = clean.withColumn(
+    if duplicates == "skip":
+        return None
+    return (
+        typed.where(_is_produce())
+        .groupBy("request_id")
+        .count()
+        .where(F.col("count") > 1)
+        .select("request_id")
+        .localCheckpoint()
+    )
+
+
+def _is_produce() -> Column:
+    return (F.col("kind") == "produce") & F.col("request_id").isNotNull()
+
+
+def _split_duplicates(
+    typed: DataFrame, dup_ids: DataFrame | None
+) -> tuple[DataFrame, DataFrame | None]:
+    """(rows to replay, rows rejected as ``duplicate request_id`` or None).
+
+    A broadcast join with the (few) duplicated ids, only if there are any.
+    """
+    if dup_ids is None or dup_ids.isEmpty():
+        return typed, None
+    marked = typed.join(
+        F.broadcast(dup_ids.withColumn("_dup", F.lit(True))), "request_id", "left"
+    ).withColumn("_dup", F.coalesce(F.col("_dup") & _is_produce(), F.lit(False)))
+    clean = marked.where(~F.col("_dup")).select(*INPUT_COLUMNS)
+    rejected = (
+        marked.where(F.col("_dup"))
+        .select(*INPUT_COLUMNS)
+        .withColumn("reason", F.lit("duplicate request_id"))
+        .withColumn("raw", F.lit(None).cast("string"))
+    )
+    return clean, rejected
+
+
+def _kind_codes(clean: DataFrame) -> DataFrame:
+    """``kind`` as the engine's tinyint code: 0 fetch, 1 produce."""
+    return clean.withColumn(
         "kind", F.when(F.col("kind") == "fetch", 0).otherwise(1).cast("tinyint")
     )
-    rejected = functools.reduce(DataFrame.unionByName, rejected_parts)
-    return clean, rejected
 
 
 def _engine_task(

@@ -33,12 +33,15 @@ import os
 from typing import Any, TextIO
 
 from ._collect import collect
+from ._table import column_width, fit
 
 __all__ = [
     "BROKER_COLUMNS",
     "compare",
     "has_broker_columns",
     "maybe_compare",
+    "print_comparison",
+    "rank_partitions",
     "summarize_requests",
 ]
 
@@ -166,27 +169,40 @@ def compare(
         if not s["requests"]:
             continue
         d = s["diff_ms"]
+        o = s["outcomes"]
         worst.append(
             {
                 "partition": name,
                 "requests": s["requests"],
                 "agreement": s["agreement"],
+                "expired": s["requests"] - o["both_completed"],
                 "diff_ms": {k: d[k] for k in ("p50", "p99", "min", "max")},
             }
         )
-
-    def badness(w: dict[str, Any]) -> tuple[float, float]:
-        d = w["diff_ms"]
-        spread = max(abs(d["min"] or 0), abs(d["max"] or 0))
-        return (w["agreement"], -spread)
-
-    worst.sort(key=badness)
-    out["worst_partitions"] = worst[:12]
+    out["worst_partitions"] = rank_partitions(worst)
     if plots and "://" not in target:
         path = os.path.join(target, PLOT)
         _save(figure(rows), path)
         out["plot"] = PLOT
     return out
+
+
+def rank_partitions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Worst first, like the replay's own tables: disagreement, then expiries.
+
+    Lowest agreement first; then the larger share of requests either side
+    expired (the partitions the replay's tables name too); then the widest
+    latency difference.  Every partition is kept (``summary.json`` lists
+    them all; the printed table shows 12 and "... N more").
+    """
+
+    def badness(w: dict[str, Any]) -> tuple[float, float, float]:
+        d = w["diff_ms"]
+        spread = max(abs(d["min"] or 0), abs(d["max"] or 0))
+        expired = w.get("expired", 0) / w["requests"] if w["requests"] else 0.0
+        return (w["agreement"], -expired, -spread)
+
+    return sorted(rows, key=badness)
 
 
 def maybe_compare(
@@ -208,8 +224,12 @@ def maybe_compare(
         summary["replay_vs_broker"] = compare(spark, events, outcomes, target, plots)
 
 
-def print_comparison(result: dict[str, Any], out: TextIO) -> None:
-    """A few lines: agreement, the difference distribution, the worst partitions."""
+def print_comparison(result: dict[str, Any], out: TextIO, limit: int = 12) -> None:
+    """A few lines: agreement, the difference distribution, the worst partitions.
+
+    The partitions are ranked by :func:`rank_partitions`; the table stops at
+    ``limit`` rows with "... N more", like every table of the summary.
+    """
     if not result.get("requests"):
         print("replay vs broker: no complete produce request to compare", file=out)
         return
@@ -229,13 +249,18 @@ def print_comparison(result: dict[str, Any], out: TextIO) -> None:
         + f"; within 1 ms {d['within_1ms']:.1%}",
         file=out,
     )
-    for w in result["worst_partitions"][:5]:
+    worst = result["worst_partitions"]
+    width = column_width((w["partition"] for w in worst[:limit]), "")
+    for w in worst[:limit]:
         wd = w["diff_ms"]
         print(
-            f"  {w['partition']:<24.24} {w['requests']:>8,} requests, agrees "
-            f"{w['agreement']:.1%}, diff p50 {_ms(wd['p50'])} p99 {_ms(wd['p99'])}",
+            f"  {fit(w['partition'], width)} {w['requests']:>8,} requests, agrees "
+            f"{w['agreement']:.1%}, expired {w.get('expired', 0):,}, "
+            f"diff p50 {_ms(wd['p50'])} p99 {_ms(wd['p99'])}",
             file=out,
         )
+    if len(worst) > limit:
+        print(f"  ... {len(worst) - limit:,} more", file=out)
 
 
 def _ms(v: Any) -> str:

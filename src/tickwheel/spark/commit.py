@@ -38,21 +38,10 @@ import shutil
 import time
 from typing import Any
 
-from .validate import MANIFEST, read_manifest
+from .validate import MANIFEST, OUTPUT_ENTRIES, read_manifest
 
 __all__ = ["OUTPUT_ENTRIES", "commit", "recover", "stage"]
 
-#: Every top-level entry a run may write (the manifest lists those it did).
-OUTPUT_ENTRIES = (
-    "outcomes",
-    "purgatory_size",
-    "rejected",
-    "summary.json",
-    "latency_cdf.png",
-    "purgatory_size.png",
-    "replay_vs_broker.png",
-    MANIFEST,
-)
 JOURNAL = "_COMMITTING"
 _TRASH = ".replaced"
 

@@ -135,8 +135,11 @@ SIZE_SCHEMA = pa.schema(
         ("expired", pa.int64()),
     ]
 )
+#: ``raw``: for ``invalid <column>``, the text of the value that did not cast
+#: (the typed column is null); null for every other reason.
 REJECTED_SCHEMA = pa.schema(
-    [(name, dtype) for name, dtype in INPUT_COLUMNS.items()] + [("reason", pa.string())]
+    [(name, dtype) for name, dtype in INPUT_COLUMNS.items()]
+    + [("reason", pa.string()), ("raw", pa.string())]
 )
 META_SCHEMA = pa.schema(
     [

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ._collect import collect
+from ._table import column_width, fit
 from .engine import REJECT_REASONS
 from .validate import InputInfo, inspect_input
 
@@ -97,8 +98,9 @@ def read_events(
 def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
     """Counts, expiry rate and latency percentiles, per timeout and partition.
 
-    Latency percentiles are exact, over *completed* requests (an expired
-    request's latency is its timeout).
+    Latency percentiles are exact and nearest-rank, over *completed*
+    requests (an expired request's latency is its timeout): p50 is a latency
+    some request had (of 0 and 10 ms, 0), never one interpolated between two.
     """
     from pyspark.sql import functions as F
 
@@ -110,10 +112,7 @@ def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
                 F.count("*").alias("requests"),
                 F.sum(completed.cast("long")).alias("completed"),
                 F.sum((~completed).cast("long")).alias("expired"),
-                F.percentile(
-                    F.when(completed, F.col("latency_ms")),
-                    F.array(*map(F.lit, (0.5, 0.95, 0.99))),
-                ).alias("q"),
+                F.array(*map(_nearest_rank, (0.5, 0.95, 0.99))).alias("q"),
                 F.max(F.when(completed, F.col("latency_ms"))).alias("max"),
             )
             .orderBy(*group)
@@ -146,6 +145,17 @@ def summarize(outcomes: Any, rejected_counts: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def _nearest_rank(q: float) -> Any:
+    """The ``q`` percentile of completed latencies: the smallest latency ``v``
+    with at least a share ``q`` of them <= ``v`` (``percentile_disc``)."""
+    from pyspark.sql import functions as F
+
+    return F.expr(
+        f"percentile_disc({q}) WITHIN GROUP (ORDER BY "
+        "CASE WHEN outcome = 'completed' THEN latency_ms END)"
+    )
+
+
 def _fmt_ms(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -156,20 +166,22 @@ def _timeout_label(timeout: Any) -> str:
     return "own" if timeout is None else f"{timeout:,}"
 
 
-def _row(row: dict[str, Any], name: str) -> str:
+def _row(row: dict[str, Any], name: str, width: int) -> str:
     lat = row["latency_ms"]
     return (
-        f"{_timeout_label(row['timeout_ms']):>10} {name:<16.16} "
+        f"{_timeout_label(row['timeout_ms']):>10} {fit(name, width)} "
         f"{row['requests']:>10,} {row['completed']:>10,} {row['expired']:>9,} "
         f"{row['expiry_rate']:>7.2%} {_fmt_ms(lat['p50']):>8} "
         f"{_fmt_ms(lat['p95']):>8} {_fmt_ms(lat['p99']):>8} {_fmt_ms(lat['max']):>8}"
     )
 
 
-_HEAD = (
-    f"{'timeout ms':>10} {'partition':<16} {'requests':>10} {'completed':>10} "
-    f"{'expired':>9} {'expiry':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
-)
+def _head(width: int) -> str:
+    return (
+        f"{'timeout ms':>10} {'partition':<{width}} {'requests':>10} "
+        f"{'completed':>10} {'expired':>9} {'expiry':>7} {'p50':>8} {'p95':>8} "
+        f"{'p99':>8} {'max':>8}"
+    )
 
 
 def _more(count: int, shown: int, out: TextIO) -> None:
@@ -193,31 +205,41 @@ def print_summary(summary: dict[str, Any], out: TextIO, limit: int = 12) -> None
 
     Overall per timeout setting, then the partitions that need attention
     (any expired request; by expiry rate, then p99 latency), then the
-    rejected rows by reason.  Latencies are of completed requests.
+    rejected rows by reason.  Latencies are of completed requests.  The
+    partition column is as wide as the names shown (see :mod:`._table`).
+    If every row was rejected, that comes first: nothing below was replayed.
     """
+    rejected = sorted(summary["rejected"].items(), key=lambda kv: -kv[1])
+    total = sum(n for _, n in rejected)
+    overall = summary["overall"]
+    if total and not any(r["requests"] for r in overall):
+        print(
+            f"every row was rejected ({total:,}; see rejected/ and the reasons "
+            "below): nothing was replayed",
+            file=out,
+        )
+    worst = _attention(summary["per_partition"])
+    width = column_width((str(r["partition"]) for r in worst[:limit]), "partition")
+    own = any(r["timeout_ms"] is None for r in overall)
     print(
-        "latency ms (p50 p95 p99 max) of completed requests; timeout "
-        "'own' = each request's own timeout_ms",
+        "latency ms (p50 p95 p99 max) of completed requests"
+        + ("; timeout 'own' = each request's own timeout_ms" if own else ""),
         file=out,
     )
-    print(_HEAD, file=out)
-    overall = summary["overall"]
+    print(_head(width), file=out)
     for row in overall[:limit]:
-        print(_row(row, "(all)"), file=out)
+        print(_row(row, "(all)", width), file=out)
     _more(len(overall), limit, out)
-    worst = _attention(summary["per_partition"])
     if worst:
         print(
             f"-- partitions with expired requests, worst first ({len(worst):,}):",
             file=out,
         )
         for row in worst[:limit]:
-            print(_row(row, str(row["partition"])), file=out)
+            print(_row(row, str(row["partition"]), width), file=out)
         _more(len(worst), limit, out)
-    else:
+    elif any(r["requests"] for r in overall):
         print("-- no partition has expired requests", file=out)
-    rejected = sorted(summary["rejected"].items(), key=lambda kv: -kv[1])
-    total = sum(n for _, n in rejected)
     print(f"rejected rows: {total:,}" + (" (see rejected/)" if total else ""), file=out)
     for reason, n in rejected[:limit]:
         print(f"  {n:>10,}  {reason}", file=out)
@@ -240,7 +262,8 @@ def _plots(outcomes: Any, sizes: Any, output: str, sweep: bool) -> list[str]:
         matplotlib.use("Agg")
     except ImportError:
         print(
-            "matplotlib is not installed: no plots (pip install 'tickwheel[spark]')",
+            "matplotlib is not installed: no plots (in tickwheel's checkout: "
+            "pip install '.[spark]')",
             file=sys.stderr,
         )
         return []
@@ -307,7 +330,11 @@ def latency_figure(rows: list[tuple[Any, ...]], sweep: bool) -> Any:
             f"{_setting(timeout, sweep)}: {done / n:.0%} completed, "
             f"{at_once / n:.0%} at once (0 ms)"
         )
-        ax.step(qs, [q * share for q in _QS], where="post", label=label)
+        # A group whose latencies are all one value is a vertical step: mark
+        # it, or it is an invisible line (on the y axis when that value is 0).
+        one = len(set(qs)) == 1
+        style: dict[str, Any] = {"marker": "o", "clip_on": False} if one else {}
+        ax.step(qs, [q * share for q in _QS], where="post", label=label, **style)
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xlim(left=0)
     ax.set_xlabel("latency of completed requests (ms; 0 = completed at once)")
@@ -392,16 +419,29 @@ def size_figure(
     fig, ax = plt.subplots(figsize=(8, 4.8))
     t0 = min((w for _, w, _ in totals), default=0)
     series = _series(totals)
-    for timeout in sorted(series, key=lambda t: (t is None, t or 0)):
-        per = series[timeout]
+    order = sorted(series, key=lambda t: (t is None, t or 0))
+    for group in _same_curves(order, series):
         label = "all partitions"
         if len(series) > 1:
-            label += f", {_setting(timeout, True)}"
-        _step(ax, per, t0, label, linewidth=2)
+            label += ", " + " = ".join(_setting(t, True) for t in group)
+        _step(ax, series[group[0]], t0, label, linewidth=2)
     where = f", {_setting(parts_timeout, True)}" if len(series) > 1 else ""
-    ranked = sorted(_series(parts).items(), key=lambda kv: -max(kv[1].values()))
-    for part, per in ranked:
-        _step(ax, per, t0, f"partition {part}{where}", linewidth=1, alpha=0.8)
+    per_part = _series(parts)
+    ranked = sorted(per_part, key=lambda p: (-max(per_part[p].values()), str(p)))
+    for i, group in enumerate(_same_curves(ranked, per_part)):
+        names = ", ".join(str(p) for p in group)
+        label = f"partition {names}" if len(group) == 1 else f"partitions {names}"
+        same = " (same curve)" if len(group) > 1 else ""
+        dash = _DASHES[i % len(_DASHES)]
+        _step(
+            ax,
+            per_part[group[0]],
+            t0,
+            label + same + where,
+            linewidth=1,
+            alpha=0.8,
+            linestyle=dash,
+        )
     ax.set_xlabel("event time (s since the first event)")
     ax.set_ylabel("requests waiting in the purgatory")
     ax.set_title("purgatory size at the end of each second")
@@ -410,8 +450,22 @@ def size_figure(
     return fig
 
 
+_DASHES = ("-", "--", "-.", ":")
+
+
+def _same_curves(keys: list[Any], series: dict[Any, dict[int, int]]) -> list[list[Any]]:
+    """``keys`` grouped by identical curves, in order: one line (and one
+    label naming them all) per group, so no curve hides another."""
+    groups: dict[tuple[tuple[int, int], ...], list[Any]] = {}
+    for key in keys:
+        groups.setdefault(tuple(sorted(series[key].items())), []).append(key)
+    return list(groups.values())
+
+
 def _step(ax: Any, per: dict[int, int], t0: int, label: str, **style: Any) -> None:
     xs = sorted(per)
+    if len(xs) == 1:  # one window: a step of one point draws nothing
+        style = {**style, "marker": "o", "clip_on": False}
     ax.step(
         [(x - t0) / 1000 for x in xs],
         [per[x] for x in xs],
@@ -535,7 +589,7 @@ def run_replay(
     )
     for line in recovered:
         print(line, file=out)
-    progress = _Progress(STAGES, out)
+    progress = _Progress(STAGES if plots else STAGES - 1, out)
     progress.stage(f"starting Spark ({master})")
     if spark is None:
         spark = _start_spark(master, ui, conf or {}, console)
@@ -667,10 +721,17 @@ def _summarize_and_plot(
     if "replay_vs_broker" in summary:
         print_comparison(summary["replay_vs_broker"], out)
 
+    if not plots:  # --no-plots: no plotting stage at all
+        return 1 if sum(rejected_counts.values()) else 0
     progress.stage("plotting")
     sizes = spark.read.parquet(join(target, "purgatory_size"))
-    local = plots and "://" not in target
+    if "://" in target:
+        progress.done("skipped: plots are drawn only for a local OUTPUT")
+        return 1 if sum(rejected_counts.values()) else 0
     sweep = bool(settings["timeout_ms"])
-    written = _plots(outcomes, sizes, target, sweep) if local else []
-    progress.done(", ".join(os.path.basename(p) for p in written) or "skipped")
+    written = [os.path.basename(p) for p in _plots(outcomes, sizes, target, sweep)]
+    broker_plot = summary.get("replay_vs_broker", {}).get("plot")
+    if broker_plot:  # drawn by maybe_compare above
+        written.append(broker_plot)
+    progress.done(", ".join(written) or "matplotlib is not installed")
     return 1 if sum(rejected_counts.values()) else 0

@@ -5,7 +5,8 @@ hundreds of lines of Java.  Everything that can be known from the arguments,
 the file system and the input's own metadata is checked here first, in well
 under a second: the input exists, its format is known, its columns (Parquet
 footers, CSV headers, the first JSON line) hold every required column with a
-type that casts; OUTPUT can be created and holds nothing this run would
+type that casts, and the first rows of each integer column hold numbers
+(:func:`check_sample`); OUTPUT can be created and holds nothing this run would
 overwrite by accident; Java 17+ is installed; ``--master`` has a form Spark
 accepts.  Each check raises :class:`ReplayUsageError`, whose message is one
 line naming the argument and the value and saying what to do.
@@ -42,12 +43,14 @@ from .engine import INPUT_COLUMNS
 
 __all__ = [
     "MANIFEST",
+    "OUTPUT_ENTRIES",
     "InputInfo",
     "ReplayUsageError",
     "check_apart",
     "check_java",
     "check_master",
     "check_output",
+    "check_sample",
     "inspect_input",
     "is_url",
     "local_path",
@@ -56,6 +59,19 @@ __all__ = [
 
 #: The commit marker of a finished run; it holds the run's manifest (JSON).
 MANIFEST = "_SUCCESS"
+#: Every top-level entry a run may write (the manifest lists those it did).
+#: Here, not in :mod:`.commit`, because the checks need it and commit imports
+#: the checks: each layer imports only downward.
+OUTPUT_ENTRIES = (
+    "outcomes",
+    "purgatory_size",
+    "rejected",
+    "summary.json",
+    "latency_cdf.png",
+    "purgatory_size.png",
+    "replay_vs_broker.png",
+    MANIFEST,
+)
 FORMATS = ("parquet", "csv", "json")
 _SUFFIXES = {
     ".parquet": "parquet",
@@ -303,6 +319,121 @@ def _json_columns(files: list[str]) -> tuple[list[str], list[str]]:
     )
 
 
+#: Rows of the first file read to check that each integer column holds numbers.
+SAMPLE_ROWS = 1_000
+_INTEGER_COLUMNS = [n for n, t in INPUT_COLUMNS.items() if pa.types.is_integer(t)]
+
+
+def _number(text: str) -> bool:
+    """Whether Spark might cast ``text`` to a number (left to Spark if so)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_sample(where: str, rows: dict[str, list[Any]]) -> None:
+    """Refuse an integer column none of whose sampled values is a number.
+
+    Such a column has the wrong type (``ts_ms`` as ISO time strings, say),
+    and every row would be rejected after Spark has run.  A column where only
+    some values are bad passes: those rows become rejected rows, as designed.
+
+    >>> check_sample("x.json", {"ts_ms": ["12", None, " 7 "]})
+    >>> try:
+    ...     check_sample("x.json", {"ts_ms": ["2025-03-01T12:00:01", "junk"]})
+    ... except ReplayUsageError as exc:
+    ...     print(exc)
+    x.json: column 'ts_ms' holds '2025-03-01T12:00:01' (row 1), not an integer, \
+nor does any of the 2 rows sampled: convert it (to epoch milliseconds, say)
+    """
+    for name in _INTEGER_COLUMNS:
+        values = [
+            (i, v) for i, v in enumerate(rows.get(name, []), 1) if v not in (None, "")
+        ]
+        if values and not any(_number(str(v).strip()) for _, v in values):
+            row, first = values[0]
+            raise ReplayUsageError(
+                f"{where}: column {name!r} holds {str(first)[:60]!r} (row {row}), "
+                f"not an integer, nor does any of the {len(values):,} rows sampled: "
+                "convert it (to epoch milliseconds, say)"
+            )
+
+
+def _csv_sample(path: str, columns: list[str]) -> dict[str, list[Any]]:
+    """The first rows of a CSV file, every column as text."""
+    import pyarrow.csv as pcsv
+
+    stream = pa.input_stream(path, compression="detect")
+    reader = pcsv.open_csv(
+        stream,
+        read_options=pcsv.ReadOptions(block_size=1 << 16),
+        parse_options=pcsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
+        convert_options=pcsv.ConvertOptions(
+            column_types={c: pa.string() for c in columns}
+        ),
+    )
+    try:
+        batch = reader.read_next_batch()
+    except StopIteration:
+        return {}
+    finally:
+        reader.close()
+    sample: dict[str, list[Any]] = batch.slice(0, SAMPLE_ROWS).to_pydict()
+    return sample
+
+
+def _json_sample(path: str) -> dict[str, list[Any]]:
+    """The first lines of a JSON lines file, as columns (lines not objects skipped)."""
+    import gzip
+    import itertools
+
+    opener: Any = gzip.open if path.lower().endswith(".gz") else open
+    rows: list[dict[str, Any]] = []
+    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+        for line in itertools.islice(fh, SAMPLE_ROWS):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+    return {name: [r.get(name) for r in rows] for name in INPUT_COLUMNS}
+
+
+def _parquet_sample(path: str) -> dict[str, list[Any]]:
+    """The first rows of the string-typed integer columns of a Parquet file."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    names = [
+        f.name
+        for f in pf.schema_arrow
+        if f.name in _INTEGER_COLUMNS and not pa.types.is_integer(f.type)
+    ]
+    if not names or not pf.metadata.num_rows:
+        return {}
+    batch = next(pf.iter_batches(batch_size=SAMPLE_ROWS, columns=names))
+    sample: dict[str, list[Any]] = batch.to_pydict()
+    return sample
+
+
+def _sample_rows(fmt: str, files: list[str], columns: list[str]) -> None:
+    """Check the first rows of the first file with :func:`check_sample`."""
+    path = files[0]
+    try:
+        if fmt == "csv":
+            rows = _csv_sample(path, columns)
+        elif fmt == "json":
+            rows = _json_sample(path)
+        else:
+            rows = _parquet_sample(path)
+    except (pa.ArrowException, OSError, UnicodeDecodeError):
+        return  # unreadable beyond the header: Spark reports it row by row
+    check_sample(f"INPUT file {path!r}", rows)
+
+
 def inspect_input(path: str, fmt: str | None = None) -> InputInfo:
     """Check a local INPUT and return its format, files and columns.
 
@@ -321,6 +452,7 @@ def inspect_input(path: str, fmt: str | None = None) -> InputInfo:
     fmt, files = _input_files(local, fmt)
     readers = {"parquet": _parquet_columns, "csv": _csv_columns, "json": _json_columns}
     columns, extra = readers[fmt](files)
+    _sample_rows(fmt, files, columns)
     return InputInfo(path, fmt, files, columns, extra)
 
 
@@ -414,8 +546,6 @@ def _check_overwrite(
     output: str, present: list[str], tool: str, entries: tuple[str, ...] | None
 ) -> None:
     """Refuse if a name this run writes is in OUTPUT but no manifest lists it."""
-    from .commit import OUTPUT_ENTRIES
-
     manifest = read_manifest(output, tool)
     ours = set(manifest.get("written", [])) if manifest else set()
     ours_possible = OUTPUT_ENTRIES if entries is None else entries

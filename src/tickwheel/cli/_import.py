@@ -1,7 +1,6 @@
 """``tickwheel import-request-log``: the command line of the request-log import.
 
-Kept apart from ``__main__`` so that the replay's command line and this one
-can change independently; pyspark is imported only when the command runs.
+pyspark is imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -9,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
+
+from ._common import add_verbose, conf_pairs, report, spark_import_error
 
 _DESCRIPTION = """\
 Import LOG, a broker's request log (kafka.request.logger at DEBUG: one
@@ -37,8 +38,6 @@ Examples:
 
 def add_import_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``import-request-log`` parser to ``sub``."""
-    from .__main__ import _add_verbose
-
     cmd: argparse.ArgumentParser = sub.add_parser(
         "import-request-log",
         help="import a broker's request log as the replay's events table (Spark)",
@@ -78,7 +77,7 @@ def add_import_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a Spark setting (repeatable) (default: none)",
     )
-    _add_verbose(cmd)
+    add_verbose(cmd)
     return cmd
 
 
@@ -86,14 +85,12 @@ def run_import_command(
     parser: argparse.ArgumentParser, args: argparse.Namespace
 ) -> int:
     """Run the import; one line and exit 2 on any error."""
-    from .__main__ import _conf_pairs, _report, _spark_import_error
-
-    conf = _conf_pairs(parser, args.conf)
+    conf = conf_pairs(parser, args.conf)
     try:
-        from .spark._console import spark_console
-        from .spark.request_log import run_import
+        from ..spark._console import spark_console
+        from ..spark.request_log import run_import
     except ImportError as exc:
-        return _spark_import_error(exc)
+        return spark_import_error(exc)
     console = None
     try:
         console = spark_console(args.verbose, conf)
@@ -115,7 +112,7 @@ def run_import_command(
         )
         return 130
     except Exception as exc:  # every error is one line (--verbose: traceback)
-        _report(exc, args.verbose, console, "import-request-log")
+        report(exc, args.verbose, console, "import-request-log")
         return 2
     if console is not None:
         console.close(keep_log=False)
