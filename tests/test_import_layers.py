@@ -17,9 +17,8 @@ import tickwheel
 
 ROOT = Path(tickwheel.__file__).parent
 
-#: Cycles being cut elsewhere (issue 29, item 12, the library's own part):
-#: delete an entry once its cycle is gone.
-KNOWN = {frozenset({"tickwheel._asyncio_loop", "tickwheel.compat_asyncio"})}
+#: Cycles tolerated for now: none (an entry here is a frozenset of modules).
+KNOWN: set[frozenset[str]] = set()
 
 
 def _module_name(path: Path) -> str:
