@@ -51,6 +51,9 @@ NOT_HERE = {
     "(marker leaks) runs the same checks",
     r"tests/asan/run\.sh": "needs clang and libclang-rt (apt-get) for its own "
     "AddressSanitizer build",
+    r"thread-sanitizer|3\.13\.15t-tsan|/tmp/tsan|fsanitize=thread|TSAN_OPTIONS":
+    "ThreadSanitizer: a CPython built --with-thread-sanitizer (about 20 min of "
+    "CPU) and extensions built against it (docs/reliability.md)",
     r"venv-pack -p": "packs the venv of the line above (hundreds of MB) for a "
     "cluster's executors",
 }
@@ -65,8 +68,8 @@ def _blocks(path: Path) -> list[str]:
         if line.startswith("```"):
             inside = not inside and line[3:].strip() in ("sh", "bash", "shell")
             continue
-        if not inside or not line.strip():
-            continue
+        if not inside or not line.strip() or line.lstrip().startswith("#"):
+            continue  # outside a block, blank, or a whole-line comment
         line = pending + line.strip()
         if line.endswith("\\"):
             pending = line[:-1].rstrip() + " "
