@@ -122,7 +122,7 @@ def test_docs_install_lines_work_from_a_checkout():
         for arg in args:
             if arg.startswith("-"):
                 continue
-            name = re.split(r"[\[<>=;]", arg, 1)[0]
+            name = re.split(r"[\[<>=;]", arg, maxsplit=1)[0]
             assert name.lower() != "tickwheel", (
                 f"{file}: `{command}` installs tickwheel from an index, where it "
                 'is not: install the checkout (`pip install .`, `".[spark]"`)'
