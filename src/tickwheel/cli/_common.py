@@ -32,6 +32,21 @@ def add_verbose(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_spark_options(parser: argparse.ArgumentParser) -> None:
+    """--ui and --conf, which every command that starts Spark takes."""
+    parser.add_argument(
+        "--ui", action="store_true", help="start the Spark web UI (default: off)"
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable), e.g. spark.driver.memory=4g "
+        "(default: none)",
+    )
+
+
 def conf_pairs(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, str]:
     conf = {}
     for item in items:

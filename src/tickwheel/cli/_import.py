@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import add_verbose, conf_pairs, report, spark_import_error
+from ._common import add_spark_options, add_verbose, conf_pairs, report, spark_import_error
 
 _DESCRIPTION = """\
 Import LOG, a broker's request log (kafka.request.logger at DEBUG: one
@@ -67,16 +67,7 @@ def add_import_parser(sub: Any) -> argparse.ArgumentParser:
     cmd.add_argument(
         "--master", default="local[*]", help="Spark master (default: local[*])"
     )
-    cmd.add_argument(
-        "--ui", action="store_true", help="start the Spark web UI (default: off)"
-    )
-    cmd.add_argument(
-        "--conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a Spark setting (repeatable) (default: none)",
-    )
+    add_spark_options(cmd)
     add_verbose(cmd)
     return cmd
 

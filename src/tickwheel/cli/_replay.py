@@ -13,6 +13,7 @@ from typing import Any
 
 from ._common import (
     HELP,
+    add_spark_options,
     add_verbose,
     conf_pairs,
     int_list,
@@ -142,17 +143,7 @@ def _add_replay(sub: Any) -> argparse.ArgumentParser:
 
 def _add_replay_options(replay: argparse.ArgumentParser) -> None:
     """The options about Spark and the console (see :func:`_add_replay`)."""
-    replay.add_argument(
-        "--ui", action="store_true", help="start the Spark web UI (default: off)"
-    )
-    replay.add_argument(
-        "--conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a Spark setting (repeatable), e.g. spark.driver.memory=4g "
-        "(default: none)",
-    )
+    add_spark_options(replay)
     replay.add_argument(
         "--no-plots", action="store_true", help="skip the PNG plots (default: plot)"
     )
