@@ -188,6 +188,7 @@ cdef class TimerCore:
     cdef int64_t _pc_horizon
 
     cdef int64_t _now_ns(self) except? -1
+    cdef TimerTask _schedule_new(self, object delay_ms, object fn)
     cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs)
     cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,
                                 tuple args)
