@@ -380,7 +380,7 @@ def _stall_run(
         timer.now_ns = ms * 1_000_000
         wakes += 1
         t0 = clock()
-        due = timer.poll(ms)
+        due = timer._take_due(ms)
         elapsed = clock() - t0
         if ms >= start + lead:
             polls.append(elapsed)  # the polls while tasks fall due

@@ -263,7 +263,7 @@ def _worst_poll_moves(timers: Any, start: int, n: int, wake_for_work: bool) -> i
         ms = max(ms, min(x for x in wake if x is not None))
         timer.now_ns = ms * 1_000_000
         before = _level_moves(timer)
-        due = timer.poll(ms)
+        due = timer._take_due(ms)
         worst = max(worst, before - _level_moves(timer))
         timer._run(due, None)
         while timer.precascade():
@@ -389,7 +389,7 @@ def test_precascade_finds_no_work_before_next_precascade_ms(
             assert timer.precascade() == 0, (t, nxt, due)
         ms = max(ms, quiet_until)
         timer.now_ns = ms * 1_000_000
-        timer._run(timer.poll(ms), None)
+        timer._run(timer._take_due(ms), None)
         timer._check()
 
 

@@ -84,3 +84,15 @@ def test_system_timer_signature_names_the_accepted_executors():
     executor = inspect.signature(tickwheel.SystemTimer).parameters["executor"]
     assert "Literal['inline']" in str(executor.annotation)
     assert "concurrent.futures.Executor" in str(executor.annotation)
+
+
+@pytest.mark.parametrize("cls", [tickwheel.SystemTimer, tickwheel.MockTimer])
+def test_timers_list_no_driver_hooks(cls):
+    # help(SystemTimer) listed the core's driver hooks `take_ready` and
+    # `poll`: calling them from user code steals due tasks from the thread
+    # keeping time.  They are private now; docs/api.md names the rest.
+    public = {name for name in dir(cls) if not name.startswith("_")}
+    assert {"take_ready", "poll"} & public == set()
+    api = Path(__file__).parents[1].joinpath("docs", "api.md").read_text()
+    undocumented = {n for n in public if f"`{n}" not in api and f".{n}" not in api}
+    assert undocumented == set(), undocumented

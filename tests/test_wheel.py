@@ -166,7 +166,7 @@ def test_poll_merges_tasks_due_when_added_by_expiration(timers):
     core.add(inner)
     assert inner.state == "expired" and outer.state == "pending"
     core.now_ns = 13_000_000
-    assert core.poll(core.now_ms) == [outer, inner, later]
+    assert core._take_due(core.now_ms) == [outer, inner, later]
     core._check()
 
 

@@ -498,7 +498,7 @@ class TimerWheel(TimerCore):
         now_ns = self.now_ns
         # The buckets of the next tick are taken too: their tasks fall due
         # within it, each at its own deadline (until then they are held).
-        batch = self.poll(now_ns // 1_000_000 + self._lead_ms)
+        batch = self._take_due(now_ns // 1_000_000 + self._lead_ms)
         held = self._held
         if held is not None:
             self._held = None

@@ -1557,7 +1557,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
     def _on_wake(self):
         """Hook: a task became ready or an earlier bucket was queued."""
 
-    def take_ready(self):
+    def _take_ready(self):
         """Remove and return tasks that were already due when added."""
         cdef list fresh = []
         cdef list ready
@@ -1569,7 +1569,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
             tw_unlock(&self._counter._mu)
         return ready
 
-    def poll(self, now_ms, bint step=False):
+    def _take_due(self, now_ms, bint step=False):
         """Advance through every bucket due at ``now_ms``; return the expired tasks.
 
         Tasks come out in expiration order (to the tick).  With ``step=True``

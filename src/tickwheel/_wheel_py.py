@@ -1132,14 +1132,14 @@ class TimerCore:
         """Hook: a task became ready or an earlier bucket was queued."""
 
     # -- expire ------------------------------------------------------------
-    def take_ready(self) -> list[TimerTask]:
+    def _take_ready(self) -> list[TimerTask]:
         """Remove and return tasks that were already due when added."""
         with _LOCK:
             ready = self._ready
             self._ready = []
             return ready
 
-    def poll(self, now_ms: int, step: bool = False) -> list[TimerTask]:
+    def _take_due(self, now_ms: int, step: bool = False) -> list[TimerTask]:
         """Advance through every bucket due at ``now_ms``; return the expired tasks.
 
         Tasks come out in expiration order (to the tick).  With ``step=True``

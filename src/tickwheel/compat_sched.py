@@ -263,7 +263,7 @@ class scheduler:
                 return None
             # Nothing pending is due before `head`, so the virtual clock may
             # jump there; step=True stops after the first tick that expires.
-            for expired in core.poll(head, True):
+            for expired in core._take_due(head, True):
                 event = expired.event  # type: ignore[attr-defined]
                 _heappush(front, (event.time, event.priority, event.sequence))
             if head > self._current:

@@ -440,13 +440,13 @@ class SystemTimer(TimerCore):
             # caller and the worker itself all poll), so batches stay in
             # order.  Nothing is ever left in _undone on this path.
             with self._handover:
-                batch = self.poll(self.now_ms)
+                batch = self._take_due(self.now_ms)
                 if batch:
                     with self._cond:
                         self._batches.append(batch)
                         self._work_cond.notify()
             return bool(batch)
-        batch = self.poll(self.now_ms)
+        batch = self._take_due(self.now_ms)
         if self._undone:
             batch = self._undone + batch
             self._undone = []
@@ -739,7 +739,7 @@ class MockTimer(TimerCore):
 
     def _on_wake(self) -> None:
         # A task added already due runs synchronously inside add().
-        ready = self.take_ready()
+        ready = self._take_ready()
         if ready:
             self._run(ready, self._on_error, True)
 
@@ -793,7 +793,7 @@ class MockTimer(TimerCore):
             nxt = self.next_expiration_ms
             if nxt is None or nxt > limit_ms:
                 break
-            self._backlog = self.poll(limit_ms, True)
+            self._backlog = self._take_due(limit_ms, True)
             if run(self._backlog, self._on_error, True):
                 ran = True
             self._backlog = []
