@@ -1438,28 +1438,19 @@ Initialize self.  See help(type(self)) for accurate signature."""
             if self._add(task, delay_ns):
                 self._on_wake()
             return task
-        # A task made here is idle and holds its callable: _add's checks for
-        # a re-added task are skipped.
-        delay_ns = _delay_to_ns(delay_ms, task)
-        if TW_FT_LOCKS:
-            tw_lock(&self._counter._mu)
-            try:
-                wake = self._add_new(task, delay_ns)
-            finally:
-                tw_unlock(&self._counter._mu)
-            if wake:
-                self._on_wake()
-            return task
-        if self._add_new(task, delay_ns):
-            self._on_wake()
-        return task
+        return self._link_new(task, delay_ms)
 
     @cython.final
     cdef TimerTask _schedule_new(self, object delay_ms, object fn):
         # schedule(delay_ms, fn), the common call: _schedule_as's TimerTask
-        # path with no extra arguments, one C call less and no task type
-        # or argument tuple to pass along (~50 instructions per schedule).
-        cdef TimerTask task = _new_task(fn, ())
+        # path with no extra arguments, no task type or argument tuple to
+        # pass along (~50 instructions per schedule).
+        return self._link_new(_new_task(fn, ()), delay_ms)
+
+    @cython.final
+    cdef TimerTask _link_new(self, TimerTask task, object delay_ms):
+        # A task made here is idle and holds its callable: _add's checks for
+        # a re-added task are skipped.
         cdef int64_t delay_ns = _delay_to_ns(delay_ms, task)
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
