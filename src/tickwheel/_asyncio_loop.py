@@ -60,7 +60,6 @@ import asyncio
 import functools
 import inspect
 import sys
-import time
 from asyncio import coroutines as _coroutines
 from asyncio import events as _events
 from collections.abc import Callable, Coroutine
@@ -79,14 +78,7 @@ _T = TypeVar("_T")
 
 # The wheel layer below this one (compat_asyncio re-exports both); the hot
 # path reads these as plain globals.
-_copy_context: Any = _layer._copy_context
-_schedule_as: Any = _layer._schedule_as
-_TimerHandle: Any = _layer.TimerHandle
-_ContextTimerHandle: Any = _layer._ContextTimerHandle
 _get_wheel: Any = _layer.get_wheel
-_delay_ms: Any = _layer._delay_ms
-_uses_monotonic_clock: Any = _layer._uses_monotonic_clock
-_pin_deadline: Any = _layer._pin_deadline
 
 _get_running_loop = _events._get_running_loop
 _iscoroutine = _coroutines.iscoroutine
@@ -102,25 +94,22 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
 
     ``_tw_fast`` is the wheel while no check is needed, and None while one is
     (debug mode, a closed loop, a call forwarded to the base loop, or
-    construction not finished): then the checked path runs.  Otherwise
-    ``call_later`` is one context copy and one C call
-    (``TimerCore.schedule_as``) that builds and links the node.
+    construction not finished): then the checked path runs.  Otherwise the
+    loop's ``call_later`` and ``call_at`` are the wheel's
+    ``TimerCore._loop_call_later`` / ``_loop_call_at``, installed as instance
+    attributes (see ``_tw_update_guard``): one C call that copies the
+    context, builds the handle and links it.
     """
 
     _tw_wheel: TimerWheel | None
     _tw_fast: TimerWheel | None
     _tw_base_depth: int
-    _tw_now: Callable[[], float]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._tw_wheel = self._tw_fast = None
         self._tw_base_depth = 0
         super().__init__(*args, **kwargs)
-        wheel = _get_wheel(self)
-        # The wheel reads CLOCK_MONOTONIC in C for asyncio's loops and uvloop;
-        # time.monotonic reads the same clock for call_at's "now".
-        self._tw_now = time.monotonic if _uses_monotonic_clock(self) else wheel.time
-        self._tw_wheel = wheel
+        self._tw_wheel = _get_wheel(self)
         self._tw_update_guard()
 
     # -- timers ---------------------------------------------------------------
@@ -138,26 +127,11 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
                 return super().call_later(delay, callback, *args, context=context)
             wheel = self._tw_wheel
             assert wheel is not None
-        if context is None:
-            # compat_asyncio.call_later's hot path (see there).
-            ctx = _copy_context()
-            try:
-                if ctx:
-                    handle = _schedule_as(
-                        wheel, _ContextTimerHandle, delay * 1000.0, callback, *args
-                    )
-                    handle._context = wheel._share(ctx)
-                    return handle  # type: ignore[no-any-return]
-                if args:
-                    return _schedule_as(  # type: ignore[no-any-return]
-                        wheel, _TimerHandle, delay * 1000.0, callback, *args
-                    )
-                return _schedule_as(  # type: ignore[no-any-return]
-                    wheel, _TimerHandle, delay * 1000.0, callback
-                )  # no star-call
-            except (TypeError, ValueError, OverflowError):
-                pass  # the wheel's method raises with the argument's name
-        return wheel.call_later(delay, callback, *args, context=context)
+        # Reached while a check is due, or as type(loop).call_later(loop, ...):
+        # the instance attribute (see _tw_update_guard) is the same call.
+        return wheel._loop_call_later(  # type: ignore[no-any-return]
+            delay, callback, *args, context=context
+        )
 
     def call_at(  # type: ignore[override]
         self,
@@ -173,31 +147,12 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
                 return super().call_at(when, callback, *args, context=context)
             wheel = self._tw_wheel
             assert wheel is not None
-        if context is None:
-            ctx = _copy_context()
-            try:
-                delay_ms = (when - self._tw_now()) * 1000.0
-                if ctx:
-                    handle = _schedule_as(
-                        wheel, _ContextTimerHandle, delay_ms, callback, *args
-                    )
-                    handle._context = wheel._share(ctx)
-                elif args:
-                    handle = _schedule_as(
-                        wheel, _TimerHandle, delay_ms, callback, *args
-                    )
-                else:
-                    handle = _schedule_as(wheel, _TimerHandle, delay_ms, callback)
-            except (TypeError, ValueError, OverflowError):
-                pass
-            else:
-                # The exact deadline is ``when`` itself, not the clock read of
-                # the add plus a delay: equal ``when``s are ties (run as
-                # scheduled), as in asyncio's heap.
-                _pin_deadline(handle, when, wheel)
-                return handle  # type: ignore[no-any-return]
-        _delay_ms(when, "when")  # a non-number or NaN `when`, named as such
-        return wheel.call_at(when, callback, *args, context=context)
+        # As call_later: the instance attribute is this same call.  The
+        # handle keeps ``when`` as its exact deadline: equal ``when``s are
+        # ties (run as scheduled), as in asyncio's heap.
+        return wheel._loop_call_at(  # type: ignore[no-any-return]
+            when, callback, *args, context=context
+        )
 
     def _tickwheel_base_call_at(
         self,
@@ -208,6 +163,8 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
     ) -> asyncio.TimerHandle:
         """The base loop's ``call_at``: how the wheel arms its one driver handle."""
         fast = self._tw_fast
+        # uvloop's call_at calls self.call_later: the base's, not the wheel's.
+        installed = _drop_attr(self, "call_later"), _drop_attr(self, "call_at")
         self._tw_base_depth += 1
         self._tw_fast = None
         try:
@@ -215,6 +172,9 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
         finally:
             self._tw_base_depth -= 1
             self._tw_fast = fast
+            for name, method in zip(("call_later", "call_at"), installed):
+                if method is not None:
+                    _set_attr(self, name, method)
 
     def _tw_checked(self, callback: object, method: str) -> bool:
         """asyncio's checks (closed loop; thread and callback in debug mode).
@@ -239,7 +199,21 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
 
     def _tw_update_guard(self) -> None:
         checked = self._tw_base_depth or self.get_debug() or self.is_closed()
-        self._tw_fast = None if checked else self._tw_wheel
+        fast = self._tw_fast = None if checked else self._tw_wheel
+        # While no check is due, the instance's call_later is the wheel's
+        # TimerCore._loop_call_later: one C call, no Python frame (the method
+        # below was ~1,400 of ~3,800 instructions of a call_later + cancel).
+        # A subclass that overrides call_later keeps its own.  Set and deleted
+        # as an attribute, never through self.__dict__: reading __dict__
+        # materializes it and un-specializes every attribute load of the
+        # loop's own Python (asyncio's loop ran an echo 14 % slower).
+        cls = type(self)
+        for name, own in (("call_later", _TickwheelLoop.call_later),
+                          ("call_at", _TickwheelLoop.call_at)):
+            if fast is not None and getattr(cls, name) is own:
+                _set_attr(self, name, getattr(fast, f"_loop_{name}"))
+            else:
+                _drop_attr(self, name)
 
     # -- state ----------------------------------------------------------------
     def set_debug(self, enabled: bool) -> None:
@@ -256,6 +230,19 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
             wheel.close()
         super().close()
         self._tw_update_guard()
+
+
+_set_attr = object.__setattr__
+
+
+def _drop_attr(loop: _TickwheelLoop, name: str) -> Any:
+    """Remove the loop's instance attribute ``name``; return it (None if unset)."""
+    try:
+        installed = object.__getattribute__(loop, name)
+        object.__delattr__(loop, name)
+    except AttributeError:
+        return None
+    return installed
 
 
 _CLASSES: dict[type[asyncio.AbstractEventLoop], type[_TickwheelLoop]] = {}

@@ -35,6 +35,7 @@ from ._impl import (
     MAX_DELAY_MS,
     TimerCore,
     TimerTask,
+    _use_loop_handles,
 )
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
@@ -232,6 +233,10 @@ class _ExplicitContextTimerHandle(_ContextTimerHandle):
         self._context.run(self.fn, *self.args)  # type: ignore[arg-type]
 
 
+# TimerCore._loop_call_later (the tickwheel loop's call_later) makes these.
+_use_loop_handles(TimerHandle, _ContextTimerHandle)
+
+
 class TimerWheel(TimerCore):
     """A timing wheel bound to one event loop, driven by one ``loop.call_at``.
 
@@ -375,6 +380,8 @@ class TimerWheel(TimerCore):
             delay = when - self.now_ns / 1e9
         except TypeError:
             raise TypeError(f"when must be a number of seconds, got {when!r}") from None
+        if delay != delay:
+            raise ValueError(f"when must not be NaN, got {when!r}")
         handle = self.call_later(delay, callback, *args, context=context)
         if math.isfinite(when):
             _pin_deadline(handle, when, self)

@@ -116,6 +116,7 @@ TimerTask = core.TimerTask
 TimerTaskEntry = core.TimerTaskEntry
 TimerTaskList = core.TimerTaskList
 TimingWheel = core.TimingWheel
+_use_loop_handles = core._use_loop_handles
 
 DelayedOperation = _purgatory_mod.DelayedOperation
 _PurgatoryCore = _purgatory_mod._PurgatoryCore

@@ -195,6 +195,7 @@ cdef class TimerCore:
                                 tuple args)
     cdef int _add(self, TimerTask task, int64_t delay_ns) except -1
     cdef int _add_new(self, TimerTask task, int64_t delay_ns) except -1
+    cdef int _add_at(self, TimerTask task, int64_t now_ns, int64_t deadline_ns) except -1
     cdef int64_t _expiration_for(self, TimerTask task, int64_t now_ns,
                                  int64_t delay_ns) except? -1
     cdef int _place(self, TimerTask task, int64_t now_ns, int64_t expiration) except -1

@@ -6,7 +6,7 @@ See ``_wheel.pxd`` for the design picture and the thread-safety contract, and
 """
 
 cimport cython
-from libc.math cimport ceil, isinf, isnan
+from libc.math cimport NAN, ceil, isinf, isnan
 from libc.stdint cimport UINT32_MAX, int64_t, uint32_t, uint64_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject, PyTypeObject
@@ -1407,6 +1407,38 @@ Initialize self.  See help(type(self)) for accurate signature."""
             raise TypeError(f"fn must be callable, got {fn!r}")
         return self._schedule_as(task_type, delay_ms, fn, args)
 
+    def _loop_call_later(self, delay, callback, *args, context=None):
+        """An event loop's ``call_later`` on this wheel (tickwheel's asyncio loop).
+
+        ``delay`` in seconds; the handle is a new instance of the types given
+        to :func:`_use_loop_handles`, with the current context (shared
+        through ``self._share``) if it holds variables.  Anything else (a
+        ``context``, a refused argument, no handle types) goes to
+        ``self.call_later``, which checks and raises with the argument's
+        name.  The loop installs this bound method as its own ``call_later``
+        while no check is due (compiled: one C call, no Python frame).
+
+        Runtime complexity: O(levels).
+
+        :return: the new handle, already added
+        """
+        return _loop_call_later_py(self, delay, callback, args, context)
+
+    def _loop_call_at(self, when, callback, *args, context=None):
+        """An event loop's ``call_at`` on this wheel (tickwheel's asyncio loop).
+
+        ``when`` in seconds on the wheel's clock; the handle keeps ``when``
+        as its exact deadline.  Like :meth:`_loop_call_later` otherwise:
+        anything unusual goes to ``self.call_at``.
+
+        Runtime complexity: O(levels).
+
+        :return: the new handle, already added
+        """
+        if context is None:
+            return self.call_at(when, callback, *args)
+        return self.call_at(when, callback, *args, context=context)
+
     @cython.final
     cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,
                                 tuple args):
@@ -1509,6 +1541,16 @@ Initialize self.  See help(type(self)) for accurate signature."""
         cdef int64_t now_ns = self._now_ns()
         cdef int64_t expiration = self._expiration_for(task, now_ns, delay_ns)
         task._early_ns = _early_of(expiration, now_ns + delay_ns)
+        return self._place(task, now_ns, expiration)
+
+    @cython.final
+    cdef int _add_at(self, TimerTask task, int64_t now_ns, int64_t deadline_ns) except -1:
+        # _add_new for an absolute deadline on the clock read ``now_ns``: the
+        # task keeps that exact deadline (asyncio's call_at(when)).
+        if self._closed:
+            raise RuntimeError("timer is closed")
+        cdef int64_t expiration = self._expiration_for(task, now_ns, deadline_ns - now_ns)
+        task._early_ns = _early_of(expiration, deadline_ns)
         return self._place(task, now_ns, expiration)
 
     @cython.final
@@ -2016,6 +2058,168 @@ cdef int _install_fast_schedule() except -1:
 
 
 _install_fast_schedule()
+
+
+# -- the event loop's call_later in C -------------------------------------------
+# The tickwheel asyncio loop's call_later was a Python method: its frame, the
+# global lookups and the bound call were ~1,400 of the ~3,800 instructions of
+# a call_later + cancel (callgrind).  TimerCore._loop_call_later does the same
+# work (context copy, delay in ms, schedule_as with the handle type) as one
+# METH_FASTCALL | METH_KEYWORDS method; the loop installs the wheel's bound
+# method as its instance attribute ``call_later`` while no check is due.
+
+cdef object _h_plain = None    # asyncio's handle types (_asyncio_wheel's
+cdef object _h_context = None  # TimerHandle and _ContextTimerHandle)
+
+
+def _use_loop_handles(plain, with_context):
+    """Set the handle types of ``TimerCore._loop_call_later`` (asyncio's layer).
+
+    :raises TypeError: if either is not a TimerTask subclass
+    """
+    global _h_plain, _h_context
+    for cls in (plain, with_context):
+        # Made without tp_new (_loop_call_at): no __new__ of their own.
+        if not (isinstance(cls, type) and issubclass(cls, TimerTask)
+                and tw_keeps_task_new(cls, TimerTask)):
+            raise TypeError(f"handle types must be TimerTask subclasses, got {cls!r}")
+    _h_plain = plain
+    _h_context = with_context
+
+
+cdef extern from "Python.h":
+    object PyContext_CopyCurrent()
+
+
+cdef object _loop_call_later_py(object self, object delay, object fn, tuple args,
+                                object context):
+    # The checked path: TimerWheel.call_later (Python) names the argument.
+    if context is None:
+        return self.call_later(delay, fn, *args)
+    return self.call_later(delay, fn, *args, context=context)
+
+
+cdef object _loop_call_later_fastcall(object self, PyObject **args, Py_ssize_t nargs,
+                                      PyObject *kwnames):
+    cdef Py_ssize_t i
+    cdef Py_ssize_t nkw = 0 if kwnames is NULL else PyTuple_GET_SIZE(<object>kwnames)
+    cdef object handle
+    if nkw or nargs < 2 or _h_plain is None or not TW_CALLABLE(args[1]):
+        # context=, a missing or non-callable fn: TimerWheel.call_later.
+        kwargs = {}
+        for i in range(nkw):
+            kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
+        return self.call_later(*[<object>args[i] for i in range(nargs)], **kwargs)
+    cdef tuple rest = _EMPTY
+    if nargs > 2:
+        rest = tuple([<object>args[i] for i in range(2, nargs)])
+    delay = <object>args[0]
+    fn = <object>args[1]
+    ctx = PyContext_CopyCurrent()
+    try:
+        delay_ms = delay * 1000.0
+        if len(ctx):
+            handle = (<TimerCore>self)._schedule_as(_h_context, delay_ms, fn, rest)
+            handle._context = self._share(ctx)
+            return handle
+        return (<TimerCore>self)._schedule_as(_h_plain, delay_ms, fn, rest)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return _loop_call_later_py(self, delay, fn, rest, None)
+
+
+cdef extern from "Python.h":
+    bint PyFloat_CheckExact(object o)
+    double PyFloat_AS_DOUBLE(object o)
+
+
+cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t nargs,
+                                   PyObject *kwnames):
+    cdef Py_ssize_t i
+    cdef Py_ssize_t nkw = 0 if kwnames is NULL else PyTuple_GET_SIZE(<object>kwnames)
+    cdef TimerCore core = <TimerCore>self
+    cdef TimerTask task
+    cdef double w = NAN
+    cdef int64_t now_ns, deadline_ns, delay_ns
+    cdef bint wake
+    if nargs >= 1 and not nkw and _h_plain is not None and not core._closed:
+        when = <object>args[0]
+        if PyFloat_CheckExact(when):
+            w = PyFloat_AS_DOUBLE(when)
+        elif type(when) is int and -9e15 < when < 9e15:
+            w = <double>when
+    # NaN fails both comparisons.
+    if not (nargs >= 2 and -9.0e9 < w < 9.0e9 and TW_CALLABLE(args[1])):
+        # context=, an odd `when` or callback, a closed wheel: TimerWheel.call_at.
+        kwargs = {}
+        for i in range(nkw):
+            kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
+        return self.call_at(*[<object>args[i] for i in range(nargs)], **kwargs)
+    deadline_ns = <int64_t>ceil(w * 1e9)
+    now_ns = core._now_ns()
+    delay_ns = deadline_ns - now_ns
+    if not -C_MAX_DELAY_MS * NS_PER_MS <= delay_ns <= C_MAX_DELAY_MS * NS_PER_MS:
+        return self.call_at(*[<object>args[i] for i in range(nargs)])
+    cdef tuple rest = _EMPTY
+    if nargs > 2:
+        rest = tuple([<object>args[i] for i in range(2, nargs)])
+    ctx = PyContext_CopyCurrent()
+    cdef bint shared = len(ctx) > 0
+    task = <TimerTask>tw_new_instance(_h_context if shared else _h_plain)
+    task._fn = <object>args[1]
+    task._args = rest
+    task._delay_ms = <double>delay_ns / <double>NS_PER_MS
+    task._delay_is_int = False
+    if TW_FT_LOCKS:
+        tw_lock(&core._counter._mu)
+        try:
+            wake = core._add_at(task, now_ns, deadline_ns)
+        finally:
+            tw_unlock(&core._counter._mu)
+    else:
+        wake = core._add_at(task, now_ns, deadline_ns)
+    if shared:
+        (<object>task)._context = self._share(ctx)
+    if wake:
+        core._on_wake()
+    return task
+
+
+cdef PyMethodDef _loop_call_at_def
+cdef bytes _LOOP_CALL_AT_DOC = (
+    "_loop_call_at($self, when, callback, *args, context=None)\n--\n\n"
+    + TimerCore._loop_call_at.__doc__
+).encode()
+_loop_call_at_def.ml_name = "_loop_call_at"
+_loop_call_at_def.ml_meth = <void *>_loop_call_at_fastcall
+_loop_call_at_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_loop_call_at_def.ml_doc = _LOOP_CALL_AT_DOC
+
+
+cdef PyMethodDef _loop_call_later_def
+cdef bytes _LOOP_CALL_LATER_DOC = (
+    "_loop_call_later($self, delay, callback, *args, context=None)\n--\n\n"
+    + TimerCore._loop_call_later.__doc__
+).encode()
+_loop_call_later_def.ml_name = "_loop_call_later"
+_loop_call_later_def.ml_meth = <void *>_loop_call_later_fastcall
+_loop_call_later_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_loop_call_later_def.ml_doc = _LOOP_CALL_LATER_DOC
+
+
+cdef int _install_loop_call_later() except -1:
+    cdef dict tp_dict = tw_type_dict(<PyTypeObject *>TimerCore)
+    tp_dict["_loop_call_later"] = PyDescr_NewMethod(
+        <PyTypeObject *>TimerCore, &_loop_call_later_def
+    )
+    tp_dict["_loop_call_at"] = PyDescr_NewMethod(
+        <PyTypeObject *>TimerCore, &_loop_call_at_def
+    )
+    PyType_Modified(<PyTypeObject *>TimerCore)
+    return 0
+
+
+_install_loop_call_later()
 cdef PyObject *_task_alloc(PyTypeObject *t, Py_ssize_t n) noexcept:
     # TimerTask's tp_alloc: sizeof(TimerTask) is a constant here.
     return tw_freelist_alloc(t, n, sizeof(TimerTask))

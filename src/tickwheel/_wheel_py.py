@@ -27,6 +27,7 @@ re-entrant lock for the same effect.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import math
 import numbers
@@ -119,6 +120,22 @@ def _past_clock_end(delay_ms: object, now_ms: int) -> None:
         f"delay_ms={delay_ms!r} from now_ms={now_ms} puts the deadline past "
         f"the end of the clock range ({_MAX_EXPIRATION_MS} ms)"
     )
+
+
+#: The handle types of TimerCore._loop_call_later (set by asyncio's layer).
+_loop_handles: tuple[type[TimerTask], type[TimerTask]] | None = None
+
+
+def _use_loop_handles(plain: type, with_context: type) -> None:
+    """Set the handle types of ``TimerCore._loop_call_later`` (asyncio's layer).
+
+    :raises TypeError: if either is not a TimerTask subclass
+    """
+    global _loop_handles
+    for cls in (plain, with_context):
+        if not (isinstance(cls, type) and issubclass(cls, TimerTask)):
+            raise TypeError(f"handle types must be TimerTask subclasses, got {cls!r}")
+    _loop_handles = (plain, with_context)
 
 
 def _delay_to_ns(delay_ms: object) -> int:
@@ -1071,6 +1088,65 @@ class TimerCore:
         if wake:
             self._on_wake()
         return task
+
+    def _loop_call_later(
+        self,
+        delay: float,
+        callback: Callable[..., Any],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> Any:
+        """An event loop's ``call_later`` on this wheel (tickwheel's asyncio loop).
+
+        ``delay`` in seconds; the handle is a new instance of the types given
+        to :func:`_use_loop_handles`, with the current context (shared
+        through ``self._share``) if it holds variables.  Anything else (a
+        ``context``, a refused argument, no handle types) goes to
+        ``self.call_later``, which checks and raises with the argument's
+        name.  The loop installs this bound method as its own ``call_later``
+        while no check is due (compiled: one C call, no Python frame).
+
+        Runtime complexity: O(levels).
+
+        :return: the new handle, already added
+        """
+        slow: Any = self.call_later  # type: ignore[attr-defined]
+        if context is not None or _loop_handles is None or not callable(callback):
+            if context is None:
+                return slow(delay, callback, *args)
+            return slow(delay, callback, *args, context=context)
+        plain, with_context = _loop_handles
+        ctx = contextvars.copy_context()
+        try:
+            if len(ctx):
+                handle = self.schedule_as(with_context, delay * 1000.0, callback, *args)
+                handle._context = self._share(ctx)  # type: ignore[attr-defined]
+                return handle
+            return self.schedule_as(plain, delay * 1000.0, callback, *args)
+        except (TypeError, ValueError, OverflowError):
+            return slow(delay, callback, *args)
+
+    def _loop_call_at(
+        self,
+        when: float,
+        callback: Callable[..., Any],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> Any:
+        """An event loop's ``call_at`` on this wheel (tickwheel's asyncio loop).
+
+        ``when`` in seconds on the wheel's clock; the handle keeps ``when``
+        as its exact deadline.  Like :meth:`_loop_call_later` otherwise:
+        anything unusual goes to ``self.call_at``.
+
+        Runtime complexity: O(levels).
+
+        :return: the new handle, already added
+        """
+        slow: Any = self.call_at  # type: ignore[attr-defined]
+        if context is None:
+            return slow(when, callback, *args)
+        return slow(when, callback, *args, context=context)
 
     def _add(self, task: TimerTask, delay_ns: int) -> bool:
         # Returns True when the driver must wake: the task is ready, or its
