@@ -7,9 +7,8 @@ in a public module, so that type checkers name them after it:
 """
 
 import threading
-import weakref
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, final, type_check_only
 
 from ._impl import DEFAULT_TICK_MS as DEFAULT_TICK_MS
 from ._impl import DEFAULT_WHEEL_SIZE as DEFAULT_WHEEL_SIZE
@@ -44,13 +43,15 @@ __all__ = [
 
 _T = TypeVar("_T", bound="TimerTask")
 
+@final
 class TaskCounter:
+    __slots__ = ("value", "_owner")
     def __init__(self) -> None: ...
     def __repr__(self) -> str: ...
     value: int
-    _owner: weakref.ref[_TimerCore] | None
 
 class TimerTaskEntry:
+    __slots__ = ("_expiration_ms", "_prev", "_next", "_list")
     def __init__(self, expiration_ms: int = ...) -> None: ...
     @property
     def expiration_ms(self) -> int: ...
@@ -61,11 +62,9 @@ class TimerTaskEntry:
     @property
     def task(self) -> TimerTask | None: ...
     def __repr__(self) -> str: ...
-    _prev: TimerTaskEntry | None
-    _next: TimerTaskEntry | None
-    _list: TimerTaskList | None
 
 class TimerTask(TimerTaskEntry):
+    __slots__ = ("_fn", "_args", "_delay_ms", "_state", "_spent", "_early_ns")
     def __init__(
         self,
         delay_ms: int | float,
@@ -97,11 +96,11 @@ class TimerTask(TimerTaskEntry):
     def run(self) -> None: ...
     def cancel(self) -> bool: ...
     def postpone(self, delay_ms: int | float) -> bool: ...
-    def _release(self) -> None: ...
     def __repr__(self) -> str: ...
-    _args: tuple[Any, ...]
 
+@final
 class TimerTaskList:
+    __slots__ = ("_root", "_counter", "_expiration_ms", "_size")
     def __init__(self, counter: TaskCounter | None = ...) -> None: ...
     @property
     def counter(self) -> TaskCounter: ...
@@ -113,14 +112,12 @@ class TimerTaskList:
     def remove(self, entry: TimerTaskEntry) -> bool: ...
     def flush(self, fn: Callable[[TimerTaskEntry], Any]) -> int: ...
     def entries(self) -> list[TimerTaskEntry]: ...
-    def _link(self, entry: TimerTaskEntry) -> None: ...
-    def _unlink(self, entry: TimerTaskEntry) -> None: ...
-    def _clear(self) -> None: ...
     def _check(self) -> None: ...
     def __repr__(self) -> str: ...
-    _expiration_ms: int | None
 
+@final
 class DelayQueue:
+    __slots__ = ("_heap", "_seq")
     def __init__(self) -> None: ...
     def __len__(self) -> int: ...
     def offer(self, bucket: TimerTaskList) -> bool: ...
@@ -128,11 +125,20 @@ class DelayQueue:
     @property
     def next_expiration_ms(self) -> int | None: ...
     def poll(self, now_ms: int) -> TimerTaskList | None: ...
-    def _clear(self) -> None: ...
     def _check(self) -> None: ...
-    _heap: list[tuple[int, int, TimerTaskList]]
 
+@final
 class TimingWheel:
+    __slots__ = (
+        "_tick_ms",
+        "_wheel_size",
+        "_interval_ms",
+        "_buckets",
+        "_current_time_ms",
+        "_overflow",
+        "_counter",
+        "_queue",
+    )
     def __init__(
         self,
         tick_ms: int = ...,
@@ -157,16 +163,12 @@ class TimingWheel:
     def queue(self) -> Any: ...
     def bucket(self, index: int) -> TimerTaskList: ...
     def add(self, entry: TimerTaskEntry) -> bool: ...
-    def _add(self, entry: TimerTaskEntry) -> bool: ...
     def advance_clock(self, time_ms: int) -> None: ...
-    def _advance(self, time_ms: int) -> None: ...
     def levels(self) -> int: ...
-    def _clear(self) -> None: ...
     def _check(self) -> None: ...
-    def _linked(self) -> int: ...
     def __repr__(self) -> str: ...
-    _overflow: TimingWheel | None
 
+@type_check_only
 class _TimerCore:
     def __init__(
         self,
@@ -230,6 +232,16 @@ class _TimerCore:
     _pc_bucket: TimerTaskList | None
 
 class DelayedOperation(TimerTask):
+    __slots__ = (
+        "_op_lock",
+        "_op_holder",
+        "_op_done",
+        "_op_withdrawn",
+        "_op_expired",
+        "_op_submitted",
+        "_op_retry",
+        "_op_trylock",
+    )
     _op_lock: Any
     _op_holder: int
     _op_done: bool
@@ -259,15 +271,21 @@ class DelayedOperation(TimerTask):
 
 _Op = TypeVar("_Op", bound=DelayedOperation)
 
+@type_check_only
 def _new_operation(cls: type[_Op], delay_ms: int | float) -> _Op: ...
 
+@final
+@type_check_only
 class _Shard:
+    __slots__ = ("lock", "watchers")
     def __init__(self) -> None: ...
     lock: threading.Lock
     watchers: dict[Hashable, list[DelayedOperation]]
 
+@type_check_only
 def _hash_key(key: object, what: str) -> int: ...
 
+@type_check_only
 class _PurgatoryCore:
     _name: str
     _timer: Any
@@ -297,10 +315,25 @@ class _PurgatoryCore:
         seen: int,
     ) -> None: ...
 
+@type_check_only
 class _PartitionCore:
+    __slots__ = ("_acked_to",)
     _acked_to: int | float
 
+@type_check_only
 class _ProduceCore(DelayedOperation):
+    __slots__ = (
+        "partition",
+        "required_offset",
+        "timeout_ms",
+        "arrival_ms",
+        "done_ms",
+        "outcome",
+        "error",
+        "request_id",
+        "_clock",
+        "_callback",
+    )
     partition: Any
     required_offset: int
     timeout_ms: int
@@ -314,6 +347,7 @@ class _ProduceCore(DelayedOperation):
     def try_complete(self) -> bool: ...
     def on_complete(self) -> None: ...
 
+@type_check_only
 def _new_produce(
     cls: type[_ProduceCore],
     partition: Any,

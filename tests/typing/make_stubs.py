@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import shutil
 import subprocess
 import sys
@@ -54,7 +55,11 @@ in a public module, so that type checkers name them after it:
 RENAME = {"TimerCore": "_TimerCore"}
 
 #: Names a stub may use that no source imports at the top level.
-EXTRA_IMPORTS = {"Self": "from typing_extensions import Self"}
+EXTRA_IMPORTS = {
+    "Self": "from typing_extensions import Self",
+    "final": "from typing import final",
+    "type_check_only": "from typing import type_check_only",
+}
 
 
 def _source(path: Path) -> tuple[ast.Module, list[str]]:
@@ -87,8 +92,11 @@ def _ignore_comment(lines: list[str], first: int, last: int) -> str:
 
 
 class _Writer:
-    def __init__(self, rename: dict[str, str]) -> None:
+    def __init__(
+        self, rename: dict[str, str], compiled: dict[str, set[str]] | None = None
+    ) -> None:
         self.rename = rename
+        self.compiled = compiled or {}
         self.out: list[str] = []
         self.used: set[str] = set()
 
@@ -139,8 +147,29 @@ class _Writer:
         body_line = fn.body[0].lineno - 1 if fn.body else fn.lineno
         self.out.append(indent + text + _ignore_comment(lines, fn.lineno, body_line))
 
-    def cls(self, node: ast.ClassDef, lines, private: bool) -> None:
+    def cls(self, node: ast.ClassDef, lines, decorators: list[str]) -> None:
+        """A class: a public one with its public members, a private one whole.
+
+        Private classes are the bases the public modules build on (their
+        private methods are called there).  A public class keeps the private
+        members that the compiled core has too (the public modules use some);
+        the twin's others are its own.
+        """
+        private = node.name.startswith("_") or node.name in self.rename
+        shared = self.compiled.get(node.name, set())
+
+        def hidden(member: str) -> bool:
+            return not (
+                private
+                or not member.startswith("_")
+                or member.endswith("__")
+                or member in shared
+            )
+
         bases = ", ".join(self._expr(b) for b in node.bases)
+        for decorator in decorators:
+            self.out.append(f"@{decorator}")
+            self.used.add(decorator)
         header = f"class {self.rename.get(node.name, node.name)}"
         header += f"({bases}):" if bases else ":"
         self.out.append(header + _ignore_comment(lines, node.lineno, node.lineno))
@@ -155,9 +184,13 @@ class _Writer:
             elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                 target = stmt.targets[0]
                 name = target.id if isinstance(target, ast.Name) else None
-            if name is None or name in ("__slots__", "__del__"):
+            if name == "__slots__":  # non-empty: a disjoint base (PEP 800)
+                assert isinstance(stmt, ast.Assign)
+                self.out.append(f"    __slots__ = {ast.unparse(stmt.value)}")
                 continue
-            if not private and name.startswith("_") and not name.endswith("__"):
+            if name is None or name == "__del__":
+                continue
+            if hidden(name):
                 continue
             members += 1
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -187,7 +220,7 @@ class _Writer:
                         and target.value.id == "self"
                     ):
                         continue
-                    if target.attr.startswith("_") and not private:
+                    if hidden(target.attr):
                         continue
                     if not isinstance(sub, ast.AnnAssign):
                         if target.attr.startswith("_"):
@@ -221,10 +254,58 @@ def _typevar(node: ast.stmt | None) -> bool:
     )
 
 
+def _decorators(name: str, stub_name: str, cdef: dict[str, bool]) -> list[str]:
+    """A class's or function's decorators in the stub.
+
+    ``@final`` for a class the compiled core marks final, and
+    ``@type_check_only`` for a private name that the stub defines but the
+    package does not have at runtime.  (The other classes of the compiled
+    core are disjoint bases, PEP 800: their C fields rule out a second such
+    base.  The stub says so with the twin's ``__slots__``.)
+    """
+    found = ["final"] if cdef.get(name) else []
+    return found + (["type_check_only"] if stub_name.startswith("_") else [])
+
+
+def _compiled_members(sources: list[Path]) -> dict[str, set[str]]:
+    """Per ``cdef class``, the names Python code sees on the compiled core.
+
+    Its ``def``/``cpdef`` methods and ``cdef public``/``readonly`` fields in
+    the .pyx and .pxd files (a plain ``cdef`` member is C-only).
+    """
+    method = re.compile(r"^\s+(?:cp)?def\s+(?:[\w.\[\]]+\s+)*?(\w+)\s*\(")
+    field = re.compile(r"^\s+cdef\s+(?:public|readonly)\s+[\w.\[\] ]+\s(\w+)\s*$")
+    top = re.compile(r"^(?:cdef|cpdef|def|class|ctypedef|[A-Za-z_]\w*\s*=)\b")
+    found: dict[str, set[str]] = {}
+    for path in sources:
+        current = None
+        for line in path.read_text().splitlines():
+            head = re.match(r"^cdef class (\w+)", line)
+            if head:
+                current = found.setdefault(head[1], set())
+            elif top.match(line):
+                current = None
+            elif current is not None:
+                match = method.match(line) or field.match(line)
+                if match:
+                    current.add(match[1])
+    return found
+
+
+def _cdef_classes(pyx: list[Path]) -> dict[str, bool]:
+    """The ``cdef class`` names of the compiled modules: True if final."""
+    pattern = re.compile(r"^((?:@.*\n)*)cdef class (\w+)", re.M)
+    return {
+        m[2]: "@cython.final" in m[1]
+        for path in pyx
+        for m in pattern.finditer(path.read_text())
+    }
+
+
 def _emit(
     writer: _Writer,
     wanted: list[tuple[str, Path]],
-    private: bool,
+    cdef: dict[str, bool] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """Write the definitions of ``wanted`` (name, source) in source order."""
     parsed = {path: _source(path) for _, path in wanted}
@@ -248,8 +329,12 @@ def _emit(
                 assert isinstance(node, ast.Assign)
                 writer.out += [f"{name} = {writer._expr(node.value)}", ""]
             elif isinstance(node, ast.ClassDef):
-                writer.cls(node, lines, private)
+                stub_name = writer.rename.get(name, name)
+                writer.cls(node, lines, _decorators(name, stub_name, cdef or {}))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for decorator in _decorators(name, name, cdef or {}):
+                    writer.out.append(f"@{decorator}")
+                    writer.used.add(decorator)
                 writer.function(node, lines, "")
                 writer.out.append("")
             else:
@@ -318,8 +403,10 @@ def init_stub() -> str:
         for var, node in _definitions(_source(path)[0]).items():
             if _typevar(node) and (var, path) not in wanted:
                 wanted.append((var, path))
-    writer = _Writer(RENAME)
-    defined, imports = _emit(writer, wanted, private=True)
+    pyx = [PACKAGE / f"{m}.pyx" for m in ("_wheel", "_purgatory", "_kafka")]
+    pxd = [path.with_suffix(".pxd") for path in pyx]
+    writer = _Writer(RENAME, _compiled_members(pyx + pxd))
+    defined, imports = _emit(writer, wanted, _cdef_classes(pyx))
     body = writer.out
     sources = ", ".join(sorted({p.name for _, p in wanted}))
     text = HEADER.format(sources=sources, example="``tickwheel.TimerTask``")
@@ -341,7 +428,7 @@ def compat_asyncio_stub() -> str:
                 if item not in wanted:
                     wanted.append(item)
     writer = _Writer({})
-    defined, imports = _emit(writer, wanted, private=False)
+    defined, imports = _emit(writer, wanted)
     # The layer below: the core's classes come from _impl (public to mypy).
     for name in ("TimerCore", "TimerTask"):
         imports[name] = f"from ._impl import {name}"
