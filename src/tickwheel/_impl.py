@@ -3,7 +3,8 @@
 Every compiled module has a twin with the same names, signatures and
 docstrings (``tests/test_twin_parity.py``); the twin is the readable
 reference and the fallback, and the type source (the ``.pyx`` files ship no
-``.pyi``).  Dependencies point down, compiled and pure alike::
+``.pyi``; ``__init__.pyi`` gives the twins' classes their public names, see
+below).  Dependencies point down, compiled and pure alike::
 
     _wheel.pyx      / _wheel_py.py        timing wheel, TimerTask, TimerCore
     _purgatory.pyx  / _purgatory_py.py    DelayedOperation, the purgatory's hot paths
