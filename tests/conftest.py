@@ -1,5 +1,8 @@
 """Shared fixtures: both core implementations, and the public classes on each.
 
+``base``: the base event loop class a tickwheel event loop builds on, once per
+base (asyncio's default loop, ``uvloop.Loop``), for the tickwheel loop tests.
+
 The ``c-extension`` variants import ``tickwheel._wheel`` directly, so a build
 that silently fell back to pure Python fails here instead of testing the twin
 twice.  ``--no-c-extensions`` (or ``TICKWHEEL_NO_EXTENSIONS=1``) deselects them.
@@ -9,6 +12,7 @@ The ``pure-python`` variants of a compiled run get the public classes from
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 import threading
@@ -77,6 +81,29 @@ IMPLS = [
 def impl(request: pytest.FixtureRequest) -> ModuleType:
     """The core module: ``tickwheel._wheel`` or ``tickwheel._wheel_py``."""
     return importlib.import_module(request.param)
+
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover (Windows: no uvloop)
+    uvloop = None
+
+#: The base loops under test: None is asyncio's default loop class.
+BASE_LOOPS = [
+    pytest.param(None, id="asyncio"),
+    pytest.param(
+        "uvloop",
+        id="uvloop",
+        marks=pytest.mark.skipif(uvloop is None, reason="uvloop is not installed"),
+    ),
+]
+
+
+@pytest.fixture(params=BASE_LOOPS)
+def base(request: pytest.FixtureRequest) -> type[asyncio.AbstractEventLoop] | None:
+    """The base loop class for ``tw.new_event_loop(base)``/``tw.run(...,
+    loop_class=base)``: None (asyncio's default loop) or ``uvloop.Loop``."""
+    return None if request.param is None else uvloop.Loop
 
 
 def package_for(core: ModuleType) -> ModuleType:

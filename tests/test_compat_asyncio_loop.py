@@ -30,14 +30,6 @@ try:
 except ImportError:  # pragma: no cover (Windows: no uvloop)
     uvloop = None
 
-BASES = [
-    pytest.param(None, id="asyncio"),
-    pytest.param(
-        "uvloop",
-        id="uvloop",
-        marks=pytest.mark.skipif(uvloop is None, reason="uvloop is not installed"),
-    ),
-]
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
@@ -62,15 +54,6 @@ def _policy_class() -> Any:
         return tw.EventLoopPolicy
     with pytest.warns(DeprecationWarning, match="EventLoopPolicy' is deprecated"):
         return tw.EventLoopPolicy
-
-
-def _base_class(name: str | None) -> type[asyncio.AbstractEventLoop] | None:
-    return None if name is None else uvloop.Loop
-
-
-@pytest.fixture(params=BASES)
-def base(request: pytest.FixtureRequest) -> type[asyncio.AbstractEventLoop] | None:
-    return _base_class(request.param)
 
 
 @pytest.fixture

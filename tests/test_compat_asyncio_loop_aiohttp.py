@@ -24,26 +24,14 @@ from tickwheel._asyncio_loop import _TickwheelLoop
 aiohttp = pytest.importorskip("aiohttp")
 from aiohttp import web  # noqa: E402
 
-try:
-    import uvloop
-except ImportError:  # pragma: no cover (Windows)
-    uvloop = None
-
 GUARD_S = 10.0  # a hang guard, never a speed claim
 
-BASES = [
-    pytest.param(None, id="asyncio"),
-    pytest.param(
-        "uvloop",
-        id="uvloop",
-        marks=pytest.mark.skipif(uvloop is None, reason="uvloop is not installed"),
-    ),
-]
 
-
-@pytest.fixture(params=BASES)
-def run(request: pytest.FixtureRequest) -> Callable[[Awaitable[Any]], Any]:
-    base = None if request.param is None else uvloop.Loop
+@pytest.fixture
+def run(
+    base: type[asyncio.AbstractEventLoop] | None,
+) -> Callable[[Awaitable[Any]], Any]:
+    """``tw.run`` on each base loop (the ``base`` fixture of conftest.py)."""
 
     def runner(coro: Any) -> Any:
         async def checked() -> Any:

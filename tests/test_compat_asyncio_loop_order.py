@@ -27,15 +27,6 @@ try:
 except ImportError:  # pragma: no cover (Windows: no uvloop)
     uvloop = None
 
-BASES = [
-    pytest.param(None, id="asyncio"),
-    pytest.param(
-        "uvloop",
-        id="uvloop",
-        marks=pytest.mark.skipif(uvloop is None, reason="uvloop is not installed"),
-    ),
-]
-
 
 @pytest.fixture
 def tw() -> ModuleType:
@@ -55,11 +46,6 @@ def dropin(impl: ModuleType) -> ModuleType:
     module: ModuleType = _impl.twin_package().compat_asyncio
     assert issubclass(module.TimerWheel, impl.TimerCore)
     return module
-
-
-@pytest.fixture(params=BASES)
-def base(request: pytest.FixtureRequest) -> type[asyncio.AbstractEventLoop] | None:
-    return None if request.param is None else uvloop.Loop
 
 
 @pytest.fixture

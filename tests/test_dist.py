@@ -173,6 +173,10 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         "docs/design.md",
     ):
         assert needed in sdist_files, f"sdist lacks {needed}"
+    stubs = sorted(p.name for p in PACKAGE.glob("*.pyi"))
+    assert stubs, "no type stubs in src/tickwheel"
+    for stub in stubs:  # the public names' types (tests/typing/make_stubs.py)
+        assert f"src/tickwheel/{stub}" in sdist_files, f"sdist lacks {stub}"
     leaked = sorted(f for f in sdist_files if f.endswith(GENERATED))
     assert not leaked, f"sdist ships generated files: {leaked}"
 
@@ -196,6 +200,8 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         ), f"wheel lacks {module}*: {sorted(wheel_files)}"
     assert "tickwheel/spark/_replay.pyx" not in wheel_files
     assert "tickwheel/py.typed" in wheel_files
+    for stub in stubs:
+        assert f"tickwheel/{stub}" in wheel_files, f"wheel lacks {stub}"
     for pxd in ("_wheel.pxd", "_purgatory.pxd", "_kafka.pxd"):
         assert f"tickwheel/{pxd}" in wheel_files, f"wheel lacks {pxd}"
     for module in PACKAGE.glob("*.py"):

@@ -3,7 +3,8 @@
 Every compiled module has a twin with the same names, signatures and
 docstrings (``tests/test_twin_parity.py``); the twin is the readable
 reference and the fallback, and the type source (the ``.pyx`` files ship no
-``.pyi``).  Dependencies point down, compiled and pure alike::
+``.pyi``; ``__init__.pyi`` gives the twins' classes their public names, see
+below).  Dependencies point down, compiled and pure alike::
 
     _wheel.pyx      / _wheel_py.py        timing wheel, TimerTask, TimerCore
     _purgatory.pyx  / _purgatory_py.py    DelayedOperation, the purgatory's hot paths
@@ -109,27 +110,52 @@ else:
 DEFAULT_TICK_MS = core.DEFAULT_TICK_MS
 DEFAULT_WHEEL_SIZE = core.DEFAULT_WHEEL_SIZE
 MAX_DELAY_MS = core.MAX_DELAY_MS
-DelayQueue = core.DelayQueue
-TaskCounter = core.TaskCounter
-TimerCore = core.TimerCore
-TimerTask = core.TimerTask
-TimerTaskEntry = core.TimerTaskEntry
-TimerTaskList = core.TimerTaskList
-TimingWheel = core.TimingWheel
-_use_loop_handles = core._use_loop_handles
-
-DelayedOperation = _purgatory_mod.DelayedOperation
-_PurgatoryCore = _purgatory_mod._PurgatoryCore
-_Shard = _purgatory_mod._Shard
-_hash_key = _purgatory_mod._hash_key
-_new_operation = _purgatory_mod._new_operation
-
 COMPLETED = _kafka_mod.COMPLETED
 EXPIRED = _kafka_mod.EXPIRED
 REQUEST_TIMED_OUT = _kafka_mod.REQUEST_TIMED_OUT
-_PartitionCore = _kafka_mod._PartitionCore
-_ProduceCore = _kafka_mod._ProduceCore
-_new_produce = _kafka_mod._new_produce
+_use_loop_handles = core._use_loop_handles
+
+if TYPE_CHECKING:
+    # Type checkers name a class after the module that defines it, and the
+    # twins are private.  tickwheel/__init__.pyi defines the twins' classes
+    # (signatures only, written from the twins by tests/typing/make_stubs.py)
+    # in the public package, so the modules importing from here annotate
+    # with tickwheel.TimerTask and users see that name, never _wheel_py's.
+    from . import (
+        DelayedOperation,
+        DelayQueue,
+        TaskCounter,
+        TimerTask,
+        TimerTaskEntry,
+        TimerTaskList,
+        TimingWheel,
+        _hash_key,
+        _new_operation,
+        _new_produce,
+        _PartitionCore,
+        _ProduceCore,
+        _PurgatoryCore,
+        _Shard,
+    )
+    from . import _TimerCore as TimerCore
+else:
+    DelayQueue = core.DelayQueue
+    TaskCounter = core.TaskCounter
+    TimerCore = core.TimerCore
+    TimerTask = core.TimerTask
+    TimerTaskEntry = core.TimerTaskEntry
+    TimerTaskList = core.TimerTaskList
+    TimingWheel = core.TimingWheel
+
+    DelayedOperation = _purgatory_mod.DelayedOperation
+    _PurgatoryCore = _purgatory_mod._PurgatoryCore
+    _Shard = _purgatory_mod._Shard
+    _hash_key = _purgatory_mod._hash_key
+    _new_operation = _purgatory_mod._new_operation
+
+    _PartitionCore = _kafka_mod._PartitionCore
+    _ProduceCore = _kafka_mod._ProduceCore
+    _new_produce = _kafka_mod._new_produce
 
 
 def twin_package() -> types.ModuleType:

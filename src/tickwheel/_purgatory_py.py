@@ -284,7 +284,7 @@ class _Shard:
     __slots__ = ("lock", "watchers")
 
     def __init__(self) -> None:
-        self.lock = _allocate_lock()
+        self.lock: threading.Lock = _allocate_lock()
         self.watchers: dict[Hashable, list[DelayedOperation]] = {}
 
 

@@ -177,7 +177,7 @@ class TaskCounter:
     __slots__ = ("value", "_owner")
 
     def __init__(self) -> None:
-        self.value = 0
+        self.value: int = 0
         # weakref.ref to the TimerCore that made it (None otherwise), so that
         # TimerTask.postpone() finds a pending task's timer through its bucket.
         self._owner: weakref.ref[TimerCore] | None = None

@@ -86,7 +86,7 @@ from typing import TYPE_CHECKING, Any
 # chosen once by _impl: DelayedOperation and the hot paths come from there.
 from ._impl import (
     DelayedOperation,
-    TimerCore,
+    TimerCore,  # the base of MockTimer and SystemTimer
     _hash_key,
     _PurgatoryCore,
     _Shard,
@@ -94,7 +94,7 @@ from ._impl import (
 from ._impl import (  # for spark/engine.py: operations created without __init__
     _new_operation as _new_operation,
 )
-from .timer import SystemTimer
+from .timer import MockTimer, SystemTimer
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
     if sys.version_info >= (3, 11):
@@ -157,7 +157,7 @@ class DelayedOperationPurgatory(_PurgatoryCore):
     def __init__(
         self,
         name: str,
-        timer: TimerCore | None = None,
+        timer: SystemTimer | MockTimer | None = None,
         purge_interval: int = DEFAULT_PURGE_INTERVAL,
         reaper: bool = True,
         *,
