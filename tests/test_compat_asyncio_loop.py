@@ -169,6 +169,85 @@ def test_uvloop_call_at_goes_through_our_call_later() -> None:
         loop.close()
 
 
+def test_timer_methods_are_the_wheels_while_no_check_is_due(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    # While no check is due, loop.call_later/call_at are the wheel's C
+    # methods (no Python frame); debug mode and a closed loop take the
+    # checked methods of the class again.
+    wheel = tw.get_wheel(loop)
+
+    def fast() -> bool:
+        return all(
+            getattr(getattr(loop, name), "__self__", None) is wheel
+            for name in ("call_later", "call_at")
+        )
+
+    assert fast()
+    assert isinstance(loop.call_later(5, print), tw.TimerHandle)
+    loop.set_debug(True)
+    assert not fast()
+    assert loop.call_later.__func__ is _TickwheelLoop.call_later  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="coroutines cannot be used with call_at"):
+        loop.call_at(loop.time() + 1, asyncio.sleep)
+    loop.set_debug(False)
+    assert fast()
+    loop.close()
+    assert not fast()
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop.call_later(1, print)
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop.call_at(1, print)
+
+
+def test_subclass_overriding_call_later_keeps_its_own(
+    base: type[asyncio.AbstractEventLoop] | None,
+) -> None:
+    seen: list[float] = []
+    first = tw.new_event_loop(base)
+    first.close()
+
+    class Recording(type(first)):  # type: ignore[misc]
+        def call_later(self, delay: float, *args: Any, **kwargs: Any) -> Any:
+            seen.append(delay)
+            return super().call_later(delay, *args, **kwargs)
+
+    lp = Recording()
+    try:
+        handle = lp.call_later(3, print)
+        # (uvloop's call_at, which arms the wheel's driver, calls call_later
+        # too: seen[1:] is the driver's delay there.)
+        assert seen[0] == 3 and isinstance(handle, tw.TimerHandle)
+        # call_at is not overridden: it is still the wheel's.
+        assert getattr(lp.call_at, "__self__", None) is tw.get_wheel(lp)
+        assert handle.cancel()
+    finally:
+        lp.close()
+
+
+def test_timer_methods_take_keywords_and_keep_when_exactly(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    fired: list[str] = []
+    when = _now(loop) + 0.0123456789
+    at = loop.call_at(when=when, callback=fired.append)
+    assert at._when == pytest.approx(when, abs=1e-9)
+    assert at.when() >= when  # rounded up to the tick, never early
+    later = loop.call_later(delay=0.005, callback=fired.append)
+    assert isinstance(later, tw.TimerHandle) and isinstance(at, tw.TimerHandle)
+    at.cancel()
+    later.cancel()
+    # Equal deadlines run in the order they were scheduled (asyncio's heap).
+    deadline = _now(loop) + 0.01
+    for name in "abcde":
+        loop.call_at(deadline, fired.append, name)
+    past = loop.call_at(_now(loop) - 10, fired.append, "past")  # due at once
+    assert past._when == pytest.approx(_now(loop) - 10, abs=0.05)
+    loop.run_until_complete(asyncio.sleep(0.05))
+    assert fired == ["past", "a", "b", "c", "d", "e"]
+    assert len(tw.get_wheel(loop)) == 0
+
+
 def test_sleep_wait_for_and_timeout_use_the_wheel(
     loop: asyncio.AbstractEventLoop,
 ) -> None:

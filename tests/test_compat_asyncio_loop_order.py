@@ -199,6 +199,7 @@ class _VirtualTimeLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-ty
 
 def test_sub_tick_deadline_runs_at_its_exact_time(dropin: ModuleType) -> None:
     tw = dropin
+
     # The manual clock: a 100 us timer set 200 us into a tick runs once the
     # clock passes its deadline (0.3 ms into the tick), not at the tick's end.
     async def main() -> list[str]:
@@ -224,7 +225,7 @@ def test_sub_tick_deadline_runs_at_its_exact_time(dropin: ModuleType) -> None:
         lp.close()
 
 
-# -- a reply racing a close timeout -----------------------------------------------------
+# -- a reply racing a close timeout ---------------------------------------------------
 
 
 def _reply_race(loop: asyncio.AbstractEventLoop, rounds: int) -> tuple[int, int]:
@@ -246,10 +247,14 @@ def _reply_race(loop: asyncio.AbstractEventLoop, rounds: int) -> tuple[int, int]
 
             def schedule() -> None:
                 deadlines["timeout"] = time.monotonic() + 0.002
-                lp.call_later(0.002, lambda: closed.done() or closed.set_result("timeout"))
+                lp.call_later(
+                    0.002, lambda: closed.done() or closed.set_result("timeout")
+                )
                 _spin(0.0003)
                 deadlines["reply"] = time.monotonic() + 0.001
-                lp.call_later(0.001, lambda: closed.done() or closed.set_result("reply"))
+                lp.call_later(
+                    0.001, lambda: closed.done() or closed.set_result("reply")
+                )
 
             lp.call_soon(schedule)
             winner = await closed

@@ -208,8 +208,10 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
         # materializes it and un-specializes every attribute load of the
         # loop's own Python (asyncio's loop ran an echo 14 % slower).
         cls = type(self)
-        for name, own in (("call_later", _TickwheelLoop.call_later),
-                          ("call_at", _TickwheelLoop.call_at)):
+        for name, own in (
+            ("call_later", _TickwheelLoop.call_later),
+            ("call_at", _TickwheelLoop.call_at),
+        ):
             if fast is not None and getattr(cls, name) is own:
                 _set_attr(self, name, getattr(fast, f"_loop_{name}"))
             else:

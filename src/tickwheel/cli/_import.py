@@ -9,7 +9,13 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import add_spark_options, add_verbose, conf_pairs, report, spark_import_error
+from ._common import (
+    add_spark_options,
+    add_verbose,
+    conf_pairs,
+    report,
+    spark_import_error,
+)
 
 _DESCRIPTION = """\
 Import LOG, a broker's request log (kafka.request.logger at DEBUG: one
