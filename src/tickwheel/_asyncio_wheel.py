@@ -785,7 +785,10 @@ class Timeout(TimerTask):
         self._tm_task = task
         # Task.cancelling()/uncancel() are new in 3.11; before, every
         # CancelledError after our deadline is taken as ours.
-        self._tm_cancelling = task.cancelling() if _HAS_UNCANCEL else 0
+        if sys.version_info >= (3, 11):
+            self._tm_cancelling = task.cancelling()
+        else:
+            self._tm_cancelling = 0
         self.reschedule(self._tm_when)
         return self
 
@@ -800,9 +803,11 @@ class Timeout(TimerTask):
         if self._tm_state is _State.EXPIRING:
             self._tm_state = _State.EXPIRED
             assert self._tm_task is not None
-            if (
-                self._tm_task.uncancel() if _HAS_UNCANCEL else 0
-            ) <= self._tm_cancelling and exc_type is not None:
+            if sys.version_info >= (3, 11):
+                pending = self._tm_task.uncancel()
+            else:
+                pending = 0
+            if pending <= self._tm_cancelling and exc_type is not None:
                 # No other cancel request is pending: this one was ours.
                 if not _CHAIN_TIMEOUT_ERROR:
                     if exc_type is asyncio.CancelledError:
@@ -811,7 +816,11 @@ class Timeout(TimerTask):
                     raise _TimeoutError from exc_val
                 elif exc_val is not None:
                     _insert_timeout_error(exc_val)
-                    if isinstance(exc_val, ExceptionGroup):  # noqa: F821
+                    # (3.13+ here; the version test is for type checkers on 3.10.)
+                    if sys.version_info >= (3, 11) and isinstance(
+                        exc_val,
+                        ExceptionGroup,  # noqa: F821
+                    ):
                         for exc in exc_val.exceptions:
                             _insert_timeout_error(exc)
         elif self._tm_state is _State.ENTERED:
