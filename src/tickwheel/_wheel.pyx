@@ -2027,37 +2027,35 @@ cdef object _schedule_as_fastcall(object self, PyObject **args, Py_ssize_t nargs
 
 
 cdef tuple _EMPTY = ()
-cdef PyMethodDef _schedule_def
-cdef bytes _SCHEDULE_DOC = (
-    "schedule($self, delay_ms, fn, /, *args, **kwargs)\n--\n\n"
-    + TimerCore.schedule.__doc__
-).encode()
-_schedule_def.ml_name = "schedule"
-_schedule_def.ml_meth = <void *>_schedule_fastcall
-_schedule_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
-_schedule_def.ml_doc = _SCHEDULE_DOC
+# The method tables, and the bytes their names and docstrings point into,
+# live as long as the module.
+cdef PyMethodDef _schedule_def, _schedule_as_def, _loop_call_later_def, _loop_call_at_def
+cdef list _FASTCALL_STRINGS = []
 
 
-cdef PyMethodDef _schedule_as_def
-cdef bytes _SCHEDULE_AS_DOC = (
-    "schedule_as($self, task_type, delay_ms, fn, /, *args)\n--\n\n"
-    + TimerCore.schedule_as.__doc__
-).encode()
-_schedule_as_def.ml_name = "schedule_as"
-_schedule_as_def.ml_meth = <void *>_schedule_as_fastcall
-_schedule_as_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
-_schedule_as_def.ml_doc = _SCHEDULE_AS_DOC
-
-
-cdef int _install_fast_schedule() except -1:
+cdef int _install_fastcall(PyMethodDef *d, str name, void *meth, str signature) except -1:
+    # TimerCore.<name> becomes a METH_FASTCALL | METH_KEYWORDS method
+    # descriptor with the docstring of the class body's def (help() and
+    # inspect.signature read the signature line).
+    cdef bytes name_b = name.encode()
+    cdef bytes doc = (
+        f"{name}({signature})\n--\n\n" + getattr(TimerCore, name).__doc__
+    ).encode()
+    _FASTCALL_STRINGS.extend((name_b, doc))
+    d.ml_name = name_b
+    d.ml_meth = meth
+    d.ml_flags = METH_FASTCALL | METH_KEYWORDS
+    d.ml_doc = doc
     cdef dict tp_dict = tw_type_dict(<PyTypeObject *>TimerCore)
-    tp_dict["schedule"] = PyDescr_NewMethod(<PyTypeObject *>TimerCore, &_schedule_def)
-    tp_dict["schedule_as"] = PyDescr_NewMethod(<PyTypeObject *>TimerCore, &_schedule_as_def)
+    tp_dict[name] = PyDescr_NewMethod(<PyTypeObject *>TimerCore, d)
     PyType_Modified(<PyTypeObject *>TimerCore)
     return 0
 
 
-_install_fast_schedule()
+_install_fastcall(&_schedule_def, "schedule", <void *>_schedule_fastcall,
+                  "$self, delay_ms, fn, /, *args, **kwargs")
+_install_fastcall(&_schedule_as_def, "schedule_as", <void *>_schedule_as_fastcall,
+                  "$self, task_type, delay_ms, fn, /, *args")
 
 
 # -- the event loop's call_later in C -------------------------------------------
@@ -2185,41 +2183,11 @@ cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t narg
     return task
 
 
-cdef PyMethodDef _loop_call_at_def
-cdef bytes _LOOP_CALL_AT_DOC = (
-    "_loop_call_at($self, when, callback, *args, context=None)\n--\n\n"
-    + TimerCore._loop_call_at.__doc__
-).encode()
-_loop_call_at_def.ml_name = "_loop_call_at"
-_loop_call_at_def.ml_meth = <void *>_loop_call_at_fastcall
-_loop_call_at_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
-_loop_call_at_def.ml_doc = _LOOP_CALL_AT_DOC
-
-
-cdef PyMethodDef _loop_call_later_def
-cdef bytes _LOOP_CALL_LATER_DOC = (
-    "_loop_call_later($self, delay, callback, *args, context=None)\n--\n\n"
-    + TimerCore._loop_call_later.__doc__
-).encode()
-_loop_call_later_def.ml_name = "_loop_call_later"
-_loop_call_later_def.ml_meth = <void *>_loop_call_later_fastcall
-_loop_call_later_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
-_loop_call_later_def.ml_doc = _LOOP_CALL_LATER_DOC
-
-
-cdef int _install_loop_call_later() except -1:
-    cdef dict tp_dict = tw_type_dict(<PyTypeObject *>TimerCore)
-    tp_dict["_loop_call_later"] = PyDescr_NewMethod(
-        <PyTypeObject *>TimerCore, &_loop_call_later_def
-    )
-    tp_dict["_loop_call_at"] = PyDescr_NewMethod(
-        <PyTypeObject *>TimerCore, &_loop_call_at_def
-    )
-    PyType_Modified(<PyTypeObject *>TimerCore)
-    return 0
-
-
-_install_loop_call_later()
+_install_fastcall(&_loop_call_later_def, "_loop_call_later",
+                  <void *>_loop_call_later_fastcall,
+                  "$self, delay, callback, *args, context=None")
+_install_fastcall(&_loop_call_at_def, "_loop_call_at", <void *>_loop_call_at_fastcall,
+                  "$self, when, callback, *args, context=None")
 cdef PyObject *_task_alloc(PyTypeObject *t, Py_ssize_t n) noexcept:
     # TimerTask's tp_alloc: sizeof(TimerTask) is a constant here.
     return tw_freelist_alloc(t, n, sizeof(TimerTask))
