@@ -615,7 +615,6 @@ def call_at(
     return get_wheel().call_at(when, callback, *args, context=context)
 
 
-_HAS_UNCANCEL = hasattr(asyncio.Task, "uncancel")
 # 3.13 turned a CancelledError subclass into TimeoutError too, and threads a
 # TimeoutError into the context chain of any other exception leaving an
 # expired block (3.14's timeouts.py keeps that __aexit__); 3.11 and 3.12 only

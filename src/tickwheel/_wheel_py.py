@@ -122,20 +122,16 @@ def _past_clock_end(delay_ms: object, now_ms: int) -> None:
     )
 
 
-#: The handle types of TimerCore._loop_call_later (set by asyncio's layer).
-_loop_handles: tuple[type[TimerTask], type[TimerTask]] | None = None
-
-
 def _use_loop_handles(plain: type, with_context: type) -> None:
     """Set the handle types of ``TimerCore._loop_call_later`` (asyncio's layer).
 
     :raises TypeError: if either is not a TimerTask subclass
     """
-    global _loop_handles
+    # Only checked here: this twin's _loop_call_later/_loop_call_at are
+    # TimerWheel.call_later/call_at, which make these very types.
     for cls in (plain, with_context):
         if not (isinstance(cls, type) and issubclass(cls, TimerTask)):
             raise TypeError(f"handle types must be TimerTask subclasses, got {cls!r}")
-    _loop_handles = (plain, with_context)
 
 
 def _delay_to_ns(delay_ms: object) -> int:
@@ -1110,21 +1106,11 @@ class TimerCore:
 
         :return: the new handle, already added
         """
+        # TimerWheel.call_later is this method's Python form already.
         slow: Any = self.call_later  # type: ignore[attr-defined]
-        if context is not None or _loop_handles is None or not callable(callback):
-            if context is None:
-                return slow(delay, callback, *args)
-            return slow(delay, callback, *args, context=context)
-        plain, with_context = _loop_handles
-        ctx = contextvars.copy_context()
-        try:
-            if len(ctx):
-                handle = self.schedule_as(with_context, delay * 1000.0, callback, *args)
-                handle._context = self._share(ctx)  # type: ignore[attr-defined]
-                return handle
-            return self.schedule_as(plain, delay * 1000.0, callback, *args)
-        except (TypeError, ValueError, OverflowError):
+        if context is None:
             return slow(delay, callback, *args)
+        return slow(delay, callback, *args, context=context)
 
     def _loop_call_at(
         self,
