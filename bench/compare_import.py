@@ -10,8 +10,9 @@ equal, 1 with the first differences otherwise.
 
 The ids (``log_request_id``, ``request_id``) are Spark's
 ``monotonically_increasing_id``, which depend on how the input was split
-into tasks; ``--renumber`` compares them by rank instead (their order and
-which rows share one), for outputs of differently split inputs.
+into tasks; ``--renumber`` compares what they say instead of their values,
+for outputs of differently split inputs: each ``request_id`` is unique, and
+the same rows share a ``log_request_id``.
 """
 
 from __future__ import annotations
@@ -27,20 +28,46 @@ IDS = ("log_request_id", "request_id")
 
 def read_table(path: str, renumber: bool = False) -> Any:
     """The Parquet dataset at ``path``, its rows sorted by every column."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
     if renumber:
-        for name in IDS:
-            if name in table.column_names:
-                ranks = pc.rank(table[name], sort_keys="ascending", tiebreaker="dense")
-                ranks = pc.if_else(pc.is_null(table[name]), None, ranks)
-                index = table.column_names.index(name)
-                table = table.set_column(index, name, ranks.cast(pa.int64()))
+        table = _canonical_ids(table)
     keys = [(name, "ascending") for name in table.column_names]
     return table.sort_by(keys).combine_chunks()
+
+
+def _canonical_ids(table: Any) -> Any:
+    """``table`` with its ids replaced by values that do not depend on the split.
+
+    ``request_id``: 0 on every row that has one, after checking that no two
+    rows share one.  ``log_request_id``: the rank of its group, the sorted
+    rows (without ids) that carry it, so two outputs agree exactly when the
+    same rows are grouped together.
+    """
+    import pyarrow as pa
+
+    names = [n for n in table.column_names if n not in IDS]
+    rows = list(zip(*(table[n].to_pylist() for n in names)))
+    if "request_id" in table.column_names:
+        ids = [i for i in table["request_id"].to_pylist() if i is not None]
+        if len(set(ids)) != len(ids):
+            raise SystemExit("request_id: two rows share one")
+        zeros = [None if i is None else 0 for i in table["request_id"].to_pylist()]
+        index = table.column_names.index("request_id")
+        table = table.set_column(index, "request_id", pa.array(zeros, pa.int64()))
+    if "log_request_id" in table.column_names:
+        lids = table["log_request_id"].to_pylist()
+        groups: dict[int, list[Any]] = {}
+        for lid, row in zip(lids, rows):
+            if lid is not None:
+                groups.setdefault(lid, []).append(row)
+        sig = {lid: tuple(sorted(g, key=repr)) for lid, g in groups.items()}
+        rank = {s: i for i, s in enumerate(sorted(set(sig.values()), key=repr))}
+        new = [None if lid is None else rank[sig[lid]] for lid in lids]
+        index = table.column_names.index("log_request_id")
+        table = table.set_column(index, "log_request_id", pa.array(new, pa.int64()))
+    return table
 
 
 def summary(path: str) -> dict[str, Any]:

@@ -195,6 +195,45 @@ def test_import_names_topics_by_id_with_a_mapping(spark: Any, tmp_path: Path) ->
     assert summary["events"]["partitions"] > 4
 
 
+def test_import_restores_the_session_settings(spark: Any, tmp_path: Path) -> None:
+    """The import sets its own SQL settings for its jobs and puts the
+    caller's back: a value they had, and no value where they had none."""
+    from tickwheel.spark.request_log import IMPORT_SQL_CONF, run_import
+
+    generate(60, 4, seed=9).write(str(tmp_path / "logs"))
+    (limit,) = IMPORT_SQL_CONF
+    conf = spark.conf
+    conf.set("spark.sql.files.maxPartitionBytes", "77m")
+    assert conf.get(limit, None) is None
+    try:
+        run_import(
+            [str(tmp_path / "logs")],
+            str(tmp_path / "out"),
+            spark=spark,
+            out=io.StringIO(),
+        )
+        assert conf.get("spark.sql.files.maxPartitionBytes") == "77m"
+        assert conf.get(limit, None) is None
+    finally:
+        conf.unset("spark.sql.files.maxPartitionBytes")
+    assert (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_split_bytes_makes_several_splits_per_core(tmp_path: Path) -> None:
+    from tickwheel.spark.request_log import SPLITS_PER_CORE, _split_bytes
+
+    big = tmp_path / "big.log"
+    with open(big, "wb") as fh:
+        fh.truncate(1 << 30)  # sparse: 1 GiB, nothing written
+    small = tmp_path / "small.log"
+    small.write_bytes(b"x" * 1000)
+    # 1 GiB on 2 cores: 64 MiB splits, SPLITS_PER_CORE per core.
+    assert _split_bytes([str(big)], 2) == (1 << 30) // (2 * SPLITS_PER_CORE)
+    # Never under 4 MiB (Spark's cost of opening a file), never over 128 MiB.
+    assert _split_bytes([str(small)], 2) == 4 << 20
+    assert _split_bytes([str(big)] * 40, 2) == 128 << 20
+
+
 def test_import_refuses_logs_without_request_lines(spark: Any, tmp_path: Path) -> None:
     from tickwheel.spark.request_log import run_import
 

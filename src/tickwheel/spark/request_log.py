@@ -49,12 +49,13 @@ loop over lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from ._collect import collect
@@ -295,26 +296,33 @@ def read_topic_ids(path: str) -> dict[str, str]:
 # 1. ``lines``: one row per input line, parsed once (``from_json``) and
 #    persisted, slim: the header fields, the times, and the produce or
 #    follower-fetch partitions as small arrays; never the nested request and
-#    response themselves.  The line counts are the job that fills it.
-# 2. ``rows``: one row per produce or fetch partition and per unparseable
-#    line, with every column of ``events/`` and of ``skipped/`` and the
-#    ``reason`` that decides which of the two a row goes to; persisted, so
-#    the window over each partition's appends (``_with_end_offsets``, a
-#    shuffle) runs once, not once per output.
-# 3. ``events/`` and ``skipped/`` are two filters of ``rows``; the summary's
-#    counts are aggregates of the same cached rows, not reads of what was
-#    just written.
+#    response themselves.  The line counts are the job that fills it, with
+#    the input split by size (``_split_bytes``), not one task per file.
+# 2. The produce rows: one per partition, through the window over each
+#    partition's appends (``_with_end_offsets``, a shuffle); persisted, so
+#    the window runs once, not once per output.  The follower-fetch rows and
+#    the unparseable lines are selects of the cached ``lines``, cheaper to
+#    redo than to cache.
+# 3. ``events/`` and ``skipped/`` are two filters of the union of those
+#    rows; the summary's counts are aggregates of the same rows, not reads
+#    of what was just written.
+# Measured in bench/README.md ("Importing a request log").
 def _json_body(value: Any) -> tuple[Any, Any]:
-    """(is a request-log line, its JSON object or null)."""
+    """(is a request-log line, its JSON object or null).
+
+    The object runs from the first marker to the line's last ``}`` (log4j
+    appends `` (kafka.request.logger)``).  Every step is on bytes (find,
+    copy): positions in characters (``instr``, ``substring`` and ``length``
+    on strings) walk the whole 1-2 kB line each time, and took a fifth of
+    the parse's CPU.  The marker is ASCII, so byte and character cuts agree.
+    """
     from pyspark.sql import functions as F
 
-    at = F.instr(value, MARKER)
-    is_request = at > 0
-    start = at + len(MARKER)
-    # The JSON object: from the marker to the line's last "}" (log4j appends
-    # " (kafka.request.logger)").
-    end = F.length(value) - F.length(F.substring_index(value, "}", -1))
-    return is_request, F.when(is_request, F.substring(value, start, end - start + 1))
+    is_request = value.contains(MARKER)
+    start = F.octet_length(F.substring_index(value, MARKER, 1)) + (len(MARKER) + 1)
+    end = F.octet_length(value) - F.octet_length(F.substring_index(value, "}", -1))
+    body = F.substring(value.cast("binary"), start, end - start + 1).cast("string")
+    return is_request, F.when(is_request, body)
 
 
 def _completed_ms(value: Any, timezone: str) -> Any:
@@ -719,24 +727,28 @@ def _fetch_rows(lines: Any) -> Any:
     )
 
 
-def _import_rows(lines: Any) -> Any:
-    """Every produce and follower-fetch row: ``events/`` (``reason`` null) and
-    most of ``skipped/``."""
-    return _produce_rows(lines).unionByName(_fetch_rows(lines))
+def _import_rows(lines: Any, produce: Any = None) -> Any:
+    """Every row of ``events/`` and ``skipped/`` (``reason`` null for events):
+    the produce rows (``produce``, if the caller has them cached), the
+    follower fetch rows and the unparseable lines."""
+    from pyspark.sql import functions as F
+
+    bad_lines = _select(
+        lines.where(F.col("kind") == "unparseable"),
+        ROW_COLUMNS,
+        reason=F.lit(UNPARSEABLE),
+    )
+    produce = _produce_rows(lines) if produce is None else produce
+    return produce.unionByName(_fetch_rows(lines)).unionByName(bad_lines)
 
 
-def _split(lines: Any, rows: Any) -> tuple[Any, Any]:
-    """(events, skipped) of :func:`_import_rows` and the unparseable lines."""
+def _split(rows: Any) -> tuple[Any, Any]:
+    """(events, skipped) of :func:`_import_rows`."""
     from pyspark.sql import functions as F
 
     events = _select(rows.where(F.col("reason").isNull()), EVENT_COLUMNS)
-    bad_lines = _select(
-        lines.where(F.col("kind") == "unparseable"),
-        SKIPPED_COLUMNS,
-        reason=F.lit(UNPARSEABLE),
-    )
     skipped = _select(rows.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS)
-    return events, skipped.unionByName(bad_lines)
+    return events, skipped
 
 
 def import_frames(
@@ -752,7 +764,7 @@ def import_frames(
     other frames are built from it.
     """
     lines = _parse_lines(spark, files, timezone, _topic_key(topic_ids or {}))
-    events, skipped = _split(lines, _import_rows(lines))
+    events, skipped = _split(_import_rows(lines))
     return events, skipped, lines
 
 
@@ -811,8 +823,8 @@ def _table_counts(rows: Any, events: Any, counts: dict[str, Any]) -> dict[str, A
     """Partitions, followers, rows and skipped reasons, from the cached rows.
 
     One small aggregate (by reason, partition, kind and follower) gives all
-    but the number of produce requests; the unparseable lines are
-    ``counts["unparseable"]``.  Nothing is read back from the written tables.
+    but the number of produce requests.  Nothing is read back from the
+    written tables.
     """
     from pyspark.sql import functions as F
 
@@ -833,8 +845,6 @@ def _table_counts(rows: Any, events: Any, counts: dict[str, Any]) -> dict[str, A
     partitions: dict[str, list[int]] = {}
     followers: set[int] = set()
     reasons: dict[str, int] = {}
-    if counts["unparseable"]:
-        reasons[UNPARSEABLE] = counts["unparseable"]
     for g in groups:
         if g["reason"] is not None:
             reasons[g["reason"]] = reasons.get(g["reason"], 0) + g["n"]
@@ -948,7 +958,8 @@ def run_import(
         "timezone": timezone,
     }
     target = stage(output)
-    summary = _write_import(spark, files, mapping, target, progress, settings)
+    with _session_conf(spark, IMPORT_SQL_CONF):
+        summary = _write_import(spark, files, mapping, target, progress, settings)
     commit(target, output, settings, tool=TOOL, entries=IMPORT_ENTRIES)
     print_import_summary(summary, out)
     print(
@@ -989,6 +1000,45 @@ def _check_import(
     return output, files, mapping
 
 
+#: Input splits per core: more than one, so that files of about Spark's
+#: 128 MB split size do not leave a core idle in the last wave (nine 125 MB
+#: logs on two cores made nine tasks in five waves).
+SPLITS_PER_CORE = 8
+
+
+def _split_bytes(files: list[str], cores: int) -> int:
+    """``spark.sql.files.maxPartitionBytes`` for reading ``files`` on
+    ``cores``: about ``SPLITS_PER_CORE`` splits per core, 4-128 MB each."""
+    total = sum(os.path.getsize(f) for f in files)
+    return max(4 << 20, min(128 << 20, -(-total // (cores * SPLITS_PER_CORE))))
+
+
+#: Spark SQL settings for the import's jobs.  HotSpot never JIT-compiles a
+#: method over 8,000 bytes of bytecode, so a whole-stage-codegen method larger
+#: than that runs interpreted; the parse stage's is (10 kB), and with this
+#: limit (Spark's documented advice on HotSpot) Spark compiles that stage
+#: operator by operator instead: 30 % less CPU.  Not set for the replay,
+#: whose stages measured 5 % slower with it.
+IMPORT_SQL_CONF = {"spark.sql.codegen.hugeMethodLimit": "8000"}
+
+
+@contextlib.contextmanager
+def _session_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    """Set SQL settings of ``spark`` for the block, then restore them."""
+    conf = spark.conf
+    before = {key: conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
+
 def _write_import(
     spark: Any,
     files: list[str],
@@ -1006,7 +1056,7 @@ def _write_import(
 
     from pyspark import StorageLevel
 
-    lines = rows = None
+    lines = produce = None
     try:
         progress.stage(f"reading {len(files)} file(s)")
         # See "the plan" above import_frames: parse once, window once, and
@@ -1014,7 +1064,10 @@ def _write_import(
         lines = _parse_lines(
             spark, files, settings["timezone"], _topic_key(mapping)
         ).persist(StorageLevel.MEMORY_AND_DISK)
-        counts = _line_counts(lines)
+        # The input is split when the cache is filled, by this job.
+        split = _split_bytes(files, spark.sparkContext.defaultParallelism)
+        with _session_conf(spark, {"spark.sql.files.maxPartitionBytes": str(split)}):
+            counts = _line_counts(lines)
         progress.done(
             f"{counts['lines']:,} lines, {counts['request_lines']:,} requests"
         )
@@ -1025,8 +1078,12 @@ def _write_import(
                 "is kafka.request.logger at DEBUG?"
             )
         progress.stage("writing events/ and skipped/")
-        rows = _import_rows(lines).persist(StorageLevel.MEMORY_AND_DISK)
-        events, skipped = _split(lines, rows)
+        # Only the produce rows are cached: they pass the window (a shuffle),
+        # which then runs once.  The fetch rows are an explode of the cached
+        # lines, cheaper to redo than to cache.
+        produce = _produce_rows(lines).persist(StorageLevel.MEMORY_AND_DISK)
+        rows = _import_rows(lines, produce)
+        events, skipped = _split(rows)
         events.write.parquet(os.path.join(target, "events"))
         skipped.write.parquet(os.path.join(target, "skipped"))
         progress.done()
@@ -1040,7 +1097,7 @@ def _write_import(
         shutil.rmtree(target, ignore_errors=True)
         raise
     finally:
-        for frame in (lines, rows):
+        for frame in (lines, produce):
             if frame is not None:
                 frame.unpersist()
     return summary
