@@ -393,6 +393,32 @@ def test_debug_mode_checks_thread_and_callback(
     assert loop.run_until_complete(fut) == 1
 
 
+def test_debug_mode_arms_the_driver_without_a_traceback(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """In debug mode asyncio's handles record where they were made (a stack
+    walk of tens of microseconds).  The wheel's driver handle, re-armed after
+    every batch of timers, does not: its traceback would show only the
+    wheel's frames, and the walk delayed debug-mode I/O behind the timers
+    (websockets' close tests lost their race to their close timeout)."""
+    loop.set_debug(True)
+    fired: list[float] = []
+
+    async def main() -> None:
+        loop.call_later(0.002, fired.append, 1.0)
+        driver = tw.get_wheel(loop)._driver
+        assert driver is not None
+        if isinstance(loop, asyncio.BaseEventLoop):
+            assert driver._source_traceback is None  # type: ignore[attr-defined]
+            # A handle the loop makes itself still records it.
+            assert loop.call_soon(print)._source_traceback  # type: ignore[attr-defined]
+        assert loop.get_debug()
+        await asyncio.sleep(0.005)
+
+    loop.run_until_complete(main())
+    assert fired == [1.0] and loop.get_debug()
+
+
 def test_threadsafe_entry_schedules_timer(loop: asyncio.AbstractEventLoop) -> None:
     fut = loop.create_future()
 

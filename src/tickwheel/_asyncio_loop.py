@@ -104,10 +104,12 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
     _tw_wheel: TimerWheel | None
     _tw_fast: TimerWheel | None
     _tw_base_depth: int
+    _tw_asyncio_base: bool
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._tw_wheel = self._tw_fast = None
         self._tw_base_depth = 0
+        self._tw_asyncio_base = isinstance(self, asyncio.BaseEventLoop)
         super().__init__(*args, **kwargs)
         self._tw_wheel = _get_wheel(self)
         self._tw_update_guard()
@@ -162,6 +164,20 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
         """The base loop's ``call_at``: how the wheel arms its one driver handle."""
+        if self._tw_asyncio_base:
+            # asyncio's call_at never calls call_later.  In debug mode the
+            # driver's handle is made without a "created at" traceback: it
+            # would show only the wheel's frames, and the stack walk (tens of
+            # microseconds) on every re-arm delayed the I/O of debug-mode
+            # programs behind their timers (websockets' close tests).
+            debug = self._debug  # type: ignore[attr-defined]
+            if not debug:
+                return super().call_at(when, callback, *args, context=context)
+            self._debug = False
+            try:
+                return super().call_at(when, callback, *args, context=context)
+            finally:
+                self._debug = True
         fast = self._tw_fast
         # uvloop's call_at calls self.call_later: the base's, not the wheel's.
         installed = _drop_attr(self, "call_later"), _drop_attr(self, "call_at")
