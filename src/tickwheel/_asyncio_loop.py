@@ -105,6 +105,7 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
     _tw_fast: TimerWheel | None
     _tw_base_depth: int
     _tw_asyncio_base: bool
+    _debug: bool  # asyncio.BaseEventLoop's (read only when the base is one)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._tw_wheel = self._tw_fast = None
@@ -170,7 +171,7 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
             # would show only the wheel's frames, and the stack walk (tens of
             # microseconds) on every re-arm delayed the I/O of debug-mode
             # programs behind their timers (websockets' close tests).
-            debug = self._debug  # type: ignore[attr-defined]
+            debug = self._debug
             if not debug:
                 return super().call_at(when, callback, *args, context=context)
             self._debug = False
