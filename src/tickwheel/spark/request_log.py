@@ -1056,6 +1056,8 @@ def _write_import(
 
     from pyspark import StorageLevel
 
+    from ._remote import default_parallelism
+
     lines = produce = None
     try:
         progress.stage(f"reading {len(files)} file(s)")
@@ -1065,7 +1067,7 @@ def _write_import(
             spark, files, settings["timezone"], _topic_key(mapping)
         ).persist(StorageLevel.MEMORY_AND_DISK)
         # The input is split when the cache is filled, by this job.
-        split = _split_bytes(files, spark.sparkContext.defaultParallelism)
+        split = _split_bytes(files, default_parallelism(spark))
         with _session_conf(spark, {"spark.sql.files.maxPartitionBytes": str(split)}):
             counts = _line_counts(lines)
         progress.done(
