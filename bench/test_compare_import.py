@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,15 @@ def _event(lid: int, rid: int | None, partition: str, ts: int) -> dict:
 
 
 SKIPPED = [{"reason": "acks=1", "line": None}]
+
+
+def _compare(tmp_path: Any, new: list[dict], renumber: bool = True) -> list[str]:
+    """compare() of an output of OLD with one of ``new`` (same skipped rows)."""
+    old = _output(str(tmp_path / "old"), OLD, SKIPPED)
+    out = _output(str(tmp_path / "new"), new, SKIPPED)
+    return compare_import.compare(old, out, renumber=renumber)
+
+
 # Request 1 has partitions p-0 and p-1, request 2 p-2; the fetch row (3)
 # has no request_id.
 OLD = [
@@ -57,10 +67,8 @@ def test_other_id_values_are_equal_with_renumber(tmp_path):
         _event(40, 5, "p-2", 6),
         _event(41, None, "p-0", 7),
     ]
-    old = _output(str(tmp_path / "old"), OLD, SKIPPED)
-    out = _output(str(tmp_path / "new"), new, SKIPPED)
-    assert compare_import.compare(old, out, renumber=True) == []
-    assert compare_import.compare(old, out) != []  # without it, the values count
+    assert _compare(tmp_path, new) == []
+    assert _compare(tmp_path / "plain", new, renumber=False) != []  # values count
 
 
 def test_rows_regrouped_under_other_requests_differ(tmp_path):
@@ -71,25 +79,17 @@ def test_rows_regrouped_under_other_requests_differ(tmp_path):
         _event(2, 12, "p-2", 6),
         _event(3, None, "p-0", 7),
     ]
-    old = _output(str(tmp_path / "old"), OLD, SKIPPED)
-    out = _output(str(tmp_path / "new"), new, SKIPPED)
-    problems = compare_import.compare(old, out, renumber=True)
-    assert "events: column 'log_request_id' differs" in problems
+    assert "events: column 'log_request_id' differs" in _compare(tmp_path, new)
 
 
 def test_a_changed_row_differs(tmp_path):
     new = [dict(row) for row in OLD]
     new[2]["ts_ms"] = 7
-    old = _output(str(tmp_path / "old"), OLD, SKIPPED)
-    out = _output(str(tmp_path / "new"), new, SKIPPED)
-    problems = compare_import.compare(old, out, renumber=True)
-    assert "events: column 'ts_ms' differs" in problems
+    assert "events: column 'ts_ms' differs" in _compare(tmp_path, new)
 
 
 def test_a_shared_request_id_is_an_error(tmp_path):
     new = [dict(row) for row in OLD]
     new[1]["request_id"] = 10
-    old = _output(str(tmp_path / "old"), OLD, SKIPPED)
-    out = _output(str(tmp_path / "new"), new, SKIPPED)
     with pytest.raises(SystemExit, match="request_id: two rows share one"):
-        compare_import.compare(old, out, renumber=True)
+        _compare(tmp_path, new)
