@@ -47,8 +47,6 @@ def _canonical_ids(table: Any) -> Any:
     """
     import pyarrow as pa
 
-    names = [n for n in table.column_names if n not in IDS]
-    rows = list(zip(*(table[n].to_pylist() for n in names)))
     if "request_id" in table.column_names:
         ids = [i for i in table["request_id"].to_pylist() if i is not None]
         if len(set(ids)) != len(ids):
@@ -57,6 +55,8 @@ def _canonical_ids(table: Any) -> Any:
         index = table.column_names.index("request_id")
         table = table.set_column(index, "request_id", pa.array(zeros, pa.int64()))
     if "log_request_id" in table.column_names:
+        names = [n for n in table.column_names if n not in IDS]
+        rows = list(zip(*(table[n].to_pylist() for n in names)))
         lids = table["log_request_id"].to_pylist()
         groups: dict[int, list[Any]] = {}
         for lid, row in zip(lids, rows):

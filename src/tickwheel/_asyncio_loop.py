@@ -171,14 +171,11 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
             # would show only the wheel's frames, and the stack walk (tens of
             # microseconds) on every re-arm delayed the I/O of debug-mode
             # programs behind their timers (websockets' close tests).
-            debug = self._debug
-            if not debug:
-                return super().call_at(when, callback, *args, context=context)
-            self._debug = False
+            debug, self._debug = self._debug, False
             try:
                 return super().call_at(when, callback, *args, context=context)
             finally:
-                self._debug = True
+                self._debug = debug
         fast = self._tw_fast
         # uvloop's call_at calls self.call_later: the base's, not the wheel's.
         installed = _drop_attr(self, "call_later"), _drop_attr(self, "call_at")

@@ -219,6 +219,33 @@ def test_import_restores_the_session_settings(spark: Any, tmp_path: Path) -> Non
     assert (tmp_path / "out" / "_SUCCESS").exists()
 
 
+def test_json_body_cuts_on_bytes_from_the_first_marker_to_the_last_brace(
+    spark: Any,
+) -> None:
+    """The cut is on bytes: characters of several bytes before or inside the
+    JSON must not shift it; a second marker inside the JSON is content; no
+    ``}`` at all leaves an empty body (from_json: null)."""
+    from pyspark.sql import functions as F
+
+    from tickwheel.spark.request_log import MARKER, _json_body
+
+    cases = [
+        (
+            "[ü€] " + MARKER + '{"c": "é' + MARKER + '"} (kafka.request.logger)',
+            '{"c": "é' + MARKER + '"}',
+        ),
+        (MARKER + '{"a": {"b": 1}}}} tail', '{"a": {"b": 1}}}}'),
+        ("é" + MARKER + "{ no brace", ""),
+        ("no marker {}", None),
+    ]
+    frame = spark.createDataFrame([(line,) for line, _ in cases], "value string")
+    is_request, body = _json_body(F.col("value"))
+    got = frame.select(is_request.alias("r"), body.alias("b")).collect()
+    assert [(row.r, row.b) for row in got] == [
+        (want is not None, want) for _, want in cases
+    ]
+
+
 def test_split_bytes_makes_several_splits_per_core(tmp_path: Path) -> None:
     from tickwheel.spark.request_log import SPLITS_PER_CORE, _split_bytes
 

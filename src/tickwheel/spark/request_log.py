@@ -819,7 +819,7 @@ def _span(first: int | None, last: int | None) -> dict[str, Any]:
     return {"first": iso(first), "last": iso(last), "seconds": seconds}
 
 
-def _table_counts(rows: Any, events: Any, counts: dict[str, Any]) -> dict[str, Any]:
+def _table_counts(rows: Any, events: Any) -> dict[str, Any]:
     """Partitions, followers, rows and skipped reasons, from the cached rows.
 
     One small aggregate (by reason, partition, kind and follower) gives all
@@ -1090,7 +1090,7 @@ def _write_import(
         skipped.write.parquet(os.path.join(target, "skipped"))
         progress.done()
         progress.stage("summarizing")
-        summary = {"lines": counts, **_table_counts(rows, events, counts)}
+        summary = {"lines": counts, **_table_counts(rows, events)}
         summary["settings"] = settings
         with open(os.path.join(target, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
