@@ -30,6 +30,9 @@ import pytest
 
 from tickwheel.spark.trace import write_trace
 
+sys.path.insert(0, os.path.dirname(__file__))
+import hang_report  # noqa: E402
+
 COLUMNS = [
     "ts_ms",
     "partition",
@@ -56,15 +59,10 @@ def cli(
         else:
             run_env[key] = value
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "tickwheel", *args],
-        capture_output=True,
-        text=True,
-        env=run_env,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
+    code, stdout, stderr = hang_report.run(
+        ["-m", "tickwheel", *args], env=run_env, timeout=timeout
     )
-    return done.returncode, done.stdout, done.stderr, time.perf_counter() - start
+    return code, stdout, stderr, time.perf_counter() - start
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -30,6 +29,7 @@ from tickwheel.spark._collect import collect
 from tickwheel.spark.validate import ReplayUsageError
 
 sys.path.insert(0, os.path.dirname(__file__))
+import hang_report  # noqa: E402
 from request_log_gen import TOPIC_IDS, GeneratedLog, generate  # noqa: E402
 
 
@@ -274,14 +274,9 @@ def test_import_refuses_logs_without_request_lines(spark: Any, tmp_path: Path) -
 
 # -- bad input, before Spark (the command as a user meets it) -------------------------
 def _cli(*args: str, timeout: float = 120) -> tuple[int, str, str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "tickwheel", "import-request-log", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
+    return hang_report.run(
+        ["-m", "tickwheel", "import-request-log", *args], timeout=timeout
     )
-    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.mark.parametrize(
