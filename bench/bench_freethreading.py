@@ -19,7 +19,11 @@ threads' work one after the other, on the same objects):
 * ``purgatory``: ``callgrind_purgatory.py``'s request (``bench_purgatory``'s
   early-completion path): watch an operation under one key, complete the
   request made 64 earlier with ``check_and_complete``; each thread has its
-  own 64 keys (disjoint) on one purgatory with one timer.
+  own 64 keys (disjoint) on one purgatory with one timer.  A key is a
+  (thread, partition) pair, as Kafka's are TopicPartitions: with int keys
+  base + k, both threads' k-th keys would fall in the same one of the 64
+  shards (``hash(k) & 63``) at the same step, a lockstep collision that no
+  real key set has.
 
 Rounds interleave the 1-thread and 2-thread runs; medians are reported,
 with ``speedup = t(1 thread) / t(2 threads)`` and the 1-minute load average
@@ -84,8 +88,9 @@ class Op(DelayedOperation):
         pass
 
 
-def requests(purg: Any, n: int, base: int) -> None:
-    """``n`` requests on keys base..base+KEYS-1 (disjoint per thread)."""
+def requests(purg: Any, n: int, thread: int) -> None:
+    """``n`` requests on the keys (thread, 0) .. (thread, KEYS - 1)."""
+    keys = [(thread, k) for k in range(KEYS)]
     ring: list[Any] = [None] * KEYS
     watch = purg.try_complete_else_watch
     check = purg.check_and_complete
@@ -94,14 +99,14 @@ def requests(purg: Any, n: int, base: int) -> None:
         old = ring[k]
         if old is not None:
             old.completable = True
-            check(base + k)
+            check(keys[k])
         op = Op(60_000)
-        watch(op, (base + k,))
+        watch(op, (keys[k],))
         ring[k] = op
     for k, op in enumerate(ring):
         if op is not None:
             op.completable = True
-            check(base + k)
+            check(keys[k])
 
 
 def _threads(jobs: list[Callable[[], None]]) -> float:
@@ -137,7 +142,7 @@ def workload(name: str, n: int) -> tuple[list[Callable[[], None]], Callable[[], 
             purg.shutdown()
             timer.close()
 
-        return [lambda: requests(purg, n, 0), lambda: requests(purg, n, KEYS)], done
+        return [lambda: requests(purg, n, 0), lambda: requests(purg, n, 1)], done
     raise ValueError(f"workload must be one of {WORKLOADS}, got {name!r}")
 
 

@@ -408,10 +408,13 @@ def test_purgatory_many_threads_lose_no_completion(kit, no_thread_leak):
     rnd = random.Random(7)
     naps = [rnd.random() * 0.0005 for _ in range(4096)]
     counter = iter(range(10**9))
+    counter_lock = threading.Lock()  # a shared iterator is not thread-safe
     import time
 
     def sleep() -> None:
-        time.sleep(naps[next(counter) % len(naps)])
+        with counter_lock:
+            i = next(counter)
+        time.sleep(naps[i % len(naps)])
 
     AttemptOp = _attempt_op_class(kit, sleep)
     timer = kit.SystemTimer(name="test-purgatory-threads")

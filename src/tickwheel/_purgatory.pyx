@@ -37,6 +37,7 @@ from tickwheel._wheel import TimerTask as _TimerTask
 from tickwheel._wheel cimport (
     TW_FT_LOCKS,
     tw_atomic_add_ssize,
+    tw_atomic_load_ssize,
     tw_lock,
     tw_mutex,
     tw_unlock,
@@ -622,7 +623,7 @@ cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys)
         if operation._op_done:
             # Completed between the unlock and the add: drop the timer entry.
             operation.cancel()
-    if self._estimated - len(self._timer) > self._purge_interval:
+    if tw_atomic_load_ssize(&self._estimated) - len(self._timer) > self._purge_interval:
         self._purge_if_due()
     if error is not None:
         raise error

@@ -53,6 +53,10 @@
 #     operation lock, then the timer lock; never the reverse).
 #   - Tasks run outside the lock: the runner takes it per task only for the
 #     EXPIRED -> RUNNING and RUNNING -> DONE transitions.
+#   - The count (``TaskCounter.value``) changes only under the lock, by
+#     atomic adds (tw_atomic_add_ssize), so ``len(timer)`` reads it with an
+#     atomic load and no lock, like Kafka's ``timer.size``: the purgatory
+#     reads it on every watch.
 #   Kafka's finer shape (a lock per bucket, a read-write lock keeping the
 #   add path apart from the advance path) is not used: tickwheel's add is a
 #   few hundred instructions, shorter than the extra lock round trips, and
@@ -77,6 +81,13 @@ cdef extern from "_ftlock.h":
     void tw_lock(tw_mutex *m) noexcept nogil
     void tw_unlock(tw_mutex *m) noexcept nogil
     void tw_atomic_add_ssize(Py_ssize_t *p, Py_ssize_t v) noexcept nogil
+    Py_ssize_t tw_atomic_load_ssize(Py_ssize_t *p) noexcept nogil
+    void *tw_load_ptr(void **pp) noexcept nogil
+    void tw_store_ptr(void **pp, void *v) noexcept nogil
+    unsigned char tw_load_u8(unsigned char *p) noexcept nogil
+    void tw_store_u8(unsigned char *p, unsigned char v) noexcept nogil
+    int64_t tw_load_i64(int64_t *p) noexcept nogil
+    void tw_store_i64(int64_t *p, int64_t v) noexcept nogil
 
 
 @cython.final
@@ -98,6 +109,8 @@ cdef class TimerTaskEntry:
     # so a link or unlink moves no reference count but the entry's own.
     cdef PyObject *_prev
     cdef PyObject *_next
+    # Written under the timer's lock, read without it by _lock_list: stored
+    # and loaded atomically (_set_list/_list_of in _wheel.pyx).
     cdef TimerTaskList _list
 
 

@@ -238,6 +238,38 @@ cdef inline void _release(TimerTask task) noexcept:
         task._fn = None
 
 
+cdef extern from *:
+    """
+    /* The address of a TimerTaskEntry's _list slot, for tw_load_ptr and
+       tw_store_ptr (Cython refuses the address of an object attribute).
+       The struct is Cython's, under the name it has generated for a cdef
+       class since 0.x (__pyx_obj_ + module + class): a new scheme would
+       fail this build, not miscompile it. */
+    #define TW_ENTRY_LIST_SLOT(e) \
+        ((void **)&((struct __pyx_obj_9tickwheel_6_wheel_TimerTaskEntry *)(e))->_list)
+    """
+    void **TW_ENTRY_LIST_SLOT(TimerTaskEntry e) noexcept
+
+
+cdef inline void _set_list(TimerTaskEntry entry, TimerTaskList bucket) noexcept:
+    # ``entry._list = bucket`` as an atomic store: _lock_list reads the slot
+    # without the lock (_ftlock.h; a plain store with a GIL).
+    cdef PyObject *old = <PyObject *>entry._list
+    TW_INCREF(<PyObject *>bucket)
+    tw_store_ptr(TW_ENTRY_LIST_SLOT(entry), <void *>bucket)
+    TW_DECREF(old)
+
+
+cdef inline TimerTaskList _list_of(TimerTaskEntry entry):
+    # ``entry._list`` read without its timer's lock (an atomic load).
+    return <TimerTaskList><PyObject *>tw_load_ptr(TW_ENTRY_LIST_SLOT(entry))
+
+
+cdef inline unsigned char _state_of(TimerTask task) noexcept:
+    # ``task._state`` read without its timer's lock (an atomic load).
+    return tw_load_u8(&task._state)
+
+
 cdef TimerTaskList _lock_list(TimerTaskEntry entry):
     """Free-threaded builds: lock the timer ``entry`` is linked in or expired by.
 
@@ -246,13 +278,13 @@ cdef TimerTaskList _lock_list(TimerTaskEntry entry):
     read of ``_list`` is unlocked: the entry moves only under that lock, so
     it is read again under it and the loop retries if it changed.
     """
-    cdef TimerTaskList bucket = entry._list
+    cdef TimerTaskList bucket = _list_of(entry)
     while bucket is not None:
         tw_lock(&bucket._counter._mu)
         if entry._list is bucket:
             return bucket
         tw_unlock(&bucket._counter._mu)
-        bucket = entry._list
+        bucket = _list_of(entry)
     return None
 
 
@@ -269,7 +301,7 @@ cdef TimerTaskList _lock_task(TimerTask task):
     while True:
         bucket = _lock_list(task)
         if (bucket is not None or spins >= 1_000_000
-                or (task._state != PENDING and task._state != EXPIRED)):
+                or (_state_of(task) != PENDING and _state_of(task) != EXPIRED)):
             return bucket
         spins += 1
 
@@ -424,22 +456,23 @@ Initialize self.  See help(type(self)) for accurate signature."""
     @property
     def cancelled(self):
         """True if cancel() stopped this task from running."""
-        return self._state == CANCELLED
+        return _state_of(self) == CANCELLED
 
     @property
     def pending(self):
         """True while the task is added and has neither started nor been cancelled."""
-        return self._state == PENDING or self._state == EXPIRED
+        cdef unsigned char state = _state_of(self)
+        return state == PENDING or state == EXPIRED
 
     @property
     def done(self):
         """True once run() has returned (or raised)."""
-        return self._state == DONE
+        return _state_of(self) == DONE
 
     @property
     def state(self):
         """One of idle, pending, expired, running, done, cancelled."""
-        return _STATE_NAMES[self._state]
+        return _STATE_NAMES[_state_of(self)]
 
     def run(self):
         """Run the task: call ``fn(*args)``.  Subclasses override this."""
@@ -474,15 +507,15 @@ Initialize self.  See help(type(self)) for accurate signature."""
                 bucket._unlink(self)
         elif self._state == EXPIRED:
             if bucket is not None:
-                bucket._counter.value -= 1
-            self._list = None
+                tw_atomic_add_ssize(&bucket._counter.value, -1)
+            _set_list(self, None)
         elif self._state == IDLE and self._next is not NULL and bucket is not None:
             # Linked by hand with TimerTaskList.add (Kafka's TimerTaskListTest):
             # off the common path, which tests PENDING first.
             bucket._unlink(self)
         else:
             return False
-        self._state = CANCELLED
+        tw_store_u8(&self._state, CANCELLED)
         _release(self)
         return True
 
@@ -556,7 +589,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
     def __repr__(self):
         return (
             f"<{type(self).__name__} delay_ms={self.delay_ms!r} "
-            f"state={_STATE_NAMES[self._state]} expiration_ms={self._expiration_ms}>"
+            f"state={_STATE_NAMES[_state_of(self)]} expiration_ms={self._expiration_ms}>"
         )
 
 
@@ -566,20 +599,20 @@ cdef object _cancel_locked(TimerTask self):
     cdef TimerTaskList bucket = _lock_task(self)
     cdef object fn = self._fn
     cdef object args = self._args
-    if self._state == PENDING:
+    if _state_of(self) == PENDING:
         if bucket is not None and self._next is not NULL:
             bucket._unlink(self)
-    elif self._state == EXPIRED:
+    elif _state_of(self) == EXPIRED:
         if bucket is not None:
-            bucket._counter.value -= 1
-        self._list = None
-    elif self._state == IDLE and self._next is not NULL and bucket is not None:
+            tw_atomic_add_ssize(&bucket._counter.value, -1)
+        _set_list(self, None)
+    elif _state_of(self) == IDLE and bucket is not None and self._next is not NULL:
         bucket._unlink(self)
     else:
         if bucket is not None:
             tw_unlock(&bucket._counter._mu)
         return False
-    self._state = CANCELLED
+    tw_store_u8(&self._state, CANCELLED)
     _release(self)
     if bucket is not None:
         tw_unlock(&bucket._counter._mu)
@@ -598,8 +631,8 @@ cdef object _postpone_locked(TimerTask self, object delay_ms):
     cdef PyObject *owner = NULL
     bucket = _lock_task(self)
     try:
-        if self._state != PENDING and self._state != EXPIRED:
-            if self._state == IDLE:
+        if _state_of(self) != PENDING and _state_of(self) != EXPIRED:
+            if _state_of(self) == IDLE:
                 raise RuntimeError(
                     f"{self!r} was never added to a timer; add it with timer.add(task)"
                 )
@@ -728,12 +761,12 @@ cdef class TimerTaskList:
         cdef PyObject *tail = (<TimerTaskEntry>root)._prev
         entry._next = root
         entry._prev = tail
-        entry._list = self
+        _set_list(entry, self)
         (<TimerTaskEntry>tail)._next = <PyObject *>entry
         (<TimerTaskEntry>root)._prev = <PyObject *>entry
         TW_INCREF(<PyObject *>entry)
         self._size += 1
-        self._counter.value += 1
+        tw_atomic_add_ssize(&self._counter.value, 1)
 
     cdef void _unlink(self, TimerTaskEntry entry) noexcept:
         # Drops the ring's reference last: the caller holds its own (a Cython
@@ -746,9 +779,9 @@ cdef class TimerTaskList:
         (<TimerTaskEntry>nxt)._prev = prev
         entry._prev = NULL
         entry._next = NULL
-        entry._list = None
+        _set_list(entry, None)
         self._size -= 1
-        self._counter.value -= 1
+        tw_atomic_add_ssize(&self._counter.value, -1)
         TW_DECREF(<PyObject *>entry)
 
     cdef PyObject **_detach(self) except NULL:
@@ -779,7 +812,7 @@ cdef class TimerTaskList:
         root._next = <PyObject *>root
         root._prev = <PyObject *>root
         self._size = 0
-        self._counter.value -= n
+        tw_atomic_add_ssize(&self._counter.value, -n)
         return out
 
     cdef void _clear(self) noexcept:
@@ -1256,7 +1289,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         if start_ms is None:
             start_ms = 0 if manual else self._now_ns() // NS_PER_MS
         cdef int64_t start = _check_time(start_ms, "start_ms")
-        self._manual_now_ns = start * NS_PER_MS
+        tw_store_i64(&self._manual_now_ns, start * NS_PER_MS)
         self._counter = TaskCounter()
         self._counter._owner = _weakref(self)
         self._queue = DelayQueue()
@@ -1272,7 +1305,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
     @cython.final
     cdef int64_t _now_ns(self) except? -1:
         if self._manual:
-            return self._manual_now_ns
+            return tw_load_i64(&self._manual_now_ns)
         if TW_HAVE_C_CLOCK and self._fast_clock:
             return tw_monotonic_ns()
         return self._clock()
@@ -1293,10 +1326,10 @@ Initialize self.  See help(type(self)) for accurate signature."""
         if TW_FT_LOCKS:
             # The runner moves the manual clock under the timer's lock.
             tw_lock(&self._counter._mu)
-            self._manual_now_ns = value
+            tw_store_i64(&self._manual_now_ns, value)
             tw_unlock(&self._counter._mu)
             return
-        self._manual_now_ns = value
+        tw_store_i64(&self._manual_now_ns, value)
 
     @property
     def now_ms(self):
@@ -1319,13 +1352,11 @@ Initialize self.  See help(type(self)) for accurate signature."""
         return self._closed
 
     def __len__(self):
-        cdef Py_ssize_t n
-        if TW_FT_LOCKS:
-            tw_lock(&self._counter._mu)
-            n = self._counter.value
-            tw_unlock(&self._counter._mu)
-            return n
-        return self._counter.value
+        # No lock: the count changes only under the timer's lock, by atomic
+        # adds, so an atomic read sees a value it had (Kafka's timer.size
+        # reads its AtomicInteger the same way).  The purgatory reads it on
+        # every watch.
+        return tw_atomic_load_ssize(&self._counter.value)
 
     @property
     def next_expiration_ms(self):
@@ -1527,8 +1558,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
                 if owner is not None and task._next is not NULL:
                     owner._unlink(task)
             else:
-                self._counter.value -= 1
-                task._list = None
+                tw_atomic_add_ssize(&self._counter.value, -1)
+                _set_list(task, None)
                 _drop_ready(self._ready, task)
         task._early_ns = _early_of(expiration, now_ns + delay_ns)
         return self._place(task, now_ns, expiration)
@@ -1571,7 +1602,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         cdef list heap = self._queue._heap
         cdef Py_ssize_t before = PyList_GET_SIZE(heap)
         task._expiration_ms = expiration
-        task._state = PENDING
+        tw_store_u8(&task._state, PENDING)
         # "Due" is judged on the timer's clock: the wheel's own clock only
         # moves when a bucket is polled and may lag behind it.
         if expiration * NS_PER_MS > now_ns and self._wheel._add(task):
@@ -1583,9 +1614,9 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
     @cython.final
     cdef void _expire(self, TimerTask task) noexcept:
-        task._state = EXPIRED
-        task._list = self._expired
-        self._counter.value += 1
+        tw_store_u8(&task._state, EXPIRED)
+        _set_list(task, self._expired)
+        tw_atomic_add_ssize(&self._counter.value, 1)
 
     def _on_wake(self):
         """Hook: a task became ready or an earlier bucket was queued."""
@@ -1661,7 +1692,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
                         node = <TimerTaskEntry>nodes[i]
                         node._prev = NULL
                         node._next = NULL
-                        node._list = None
+                        _set_list(node, None)
                         if not wheel._add(node):
                             self._expire(<TimerTask>node)
                             expired.append(node)
@@ -1676,7 +1707,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
                         node = <TimerTaskEntry>nodes[i]
                         node._prev = NULL
                         node._next = NULL
-                        node._list = None
+                        _set_list(node, None)
                         bucket._link(node)
                         nodes[i] = NULL
                         Py_DECREF(node)
@@ -1892,15 +1923,15 @@ Initialize self.  See help(type(self)) for accurate signature."""
                     continue
             elif task._state != EXPIRED:
                 continue
-            task._state = RUNNING
+            tw_store_u8(&task._state, RUNNING)
             bucket = task._list
             if bucket is not None:
-                bucket._counter.value -= 1
-            task._list = None
+                tw_atomic_add_ssize(&bucket._counter.value, -1)
+            _set_list(task, None)
             if set_clock:
                 at = task._expiration_ms * NS_PER_MS
                 if at > self._manual_now_ns:
-                    self._manual_now_ns = at
+                    tw_store_i64(&self._manual_now_ns, at)
             if TW_FT_LOCKS:
                 tw_unlock(&self._counter._mu)
             ran += 1
@@ -1920,13 +1951,13 @@ Initialize self.  See help(type(self)) for accurate signature."""
                     fn = task._fn
                     held_args = task._args
                     if task._state == RUNNING:
-                        task._state = DONE
+                        tw_store_u8(&task._state, DONE)
                         _release(task)
                     tw_unlock(&self._counter._mu)
                     fn = None
                     held_args = None
                 elif task._state == RUNNING:
-                    task._state = DONE
+                    tw_store_u8(&task._state, DONE)
                     _release(task)
         return ran
 
