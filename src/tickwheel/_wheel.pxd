@@ -41,6 +41,10 @@
 #     whose ``_list`` is None (idle, running, done, cancelled) belongs to no
 #     timer, so cancel() on it reads its state without a lock (it answers
 #     False; a concurrent add() is ordered after that cancel).
+#   - Fields read without the lock are accessed atomically (_ftlock.h
+#     tw_load_*/tw_store_*, plain with a GIL): ``_list`` (written only by
+#     _set_list), ``_state`` (its unlocked readers use _state_of) and the
+#     manual clock; ThreadSanitizer: docs/reliability.md.
 #   - A task's lock is found by reading ``task._list`` (unlocked), locking
 #     ``_list._counter._mu`` and checking ``task._list`` again: a task only
 #     moves between buckets of one timer under that lock, so a changed
