@@ -51,9 +51,9 @@ NOT_HERE = {
     "(marker leaks) runs the same checks",
     r"tests/asan/run\.sh": "needs clang and libclang-rt (apt-get) for its own "
     "AddressSanitizer build",
-    r"thread-sanitizer|3\.13\.15t-tsan|/tmp/tsan|fsanitize=thread|TSAN_OPTIONS":
-    "ThreadSanitizer: a CPython built --with-thread-sanitizer (about 20 min of "
-    "CPU) and extensions built against it (docs/reliability.md)",
+    r"thread-sanitizer|t-tsan|\.ci/tsan|fsanitize=thread|TSAN_OPTIONS":
+    "ThreadSanitizer: a CPython built --with-thread-sanitizer (12 minutes on "
+    "2 cores) and extensions built against it (docs/reliability.md)",
     r"venv-pack -p": "packs the venv of the line above (hundreds of MB) for a "
     "cluster's executors",
 }
