@@ -34,7 +34,9 @@ typedef PyMutex tw_mutex;
  * shared-timer workload 0.99x -> 0.85x (docs/freethreading.md).
  * Taking it is PyMutex_Lock's own fast path, a compare-and-swap of the
  * byte from 0 (unlocked, no parked waiter) to 1 (_Py_LOCKED), so the lock
- * stays a PyMutex: PyMutex_Unlock releases it and wakes parked waiters. */
+ * stays a PyMutex: PyMutex_Unlock releases it and wakes parked waiters.
+ * (_bits is PyMutex's one field, in cpython/lock.h on 3.13-3.14 and
+ * cpython/pylock.h on 3.15; renamed, it would fail the build.) */
 #ifndef TW_SPIN
 #define TW_SPIN 32
 #endif
