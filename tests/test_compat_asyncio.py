@@ -705,6 +705,29 @@ def test_wheel_loop_is_not_kept_alive() -> None:
     assert ref() is None
 
 
+def test_call_at_keeps_when_though_the_clock_crosses_a_tick_between_reads() -> None:
+    # Each read of this clock is 300 ns after the last.  call_at(when) adds
+    # the handle at a clock read plus (when - an earlier read), which lands
+    # past the tick boundary that ``when`` sits 73 ns before, and so does each
+    # postpone that tries to move it back: the handle still keeps ``when``
+    # as its deadline (asyncio's TimerHandle.when() is exactly ``when``).
+    class CreepingClockLoop(VirtualTimeLoop):
+        def time(self) -> float:
+            self.now += 300e-9
+            return self.now
+
+    loop = CreepingClockLoop()
+    try:
+        wheel = tw.TimerWheel(loop)
+        when = round(loop.now + 0.010, 3) - 73e-9  # 73 ns before a millisecond
+        h = wheel.call_at(when, print)
+        assert h._when == pytest.approx(when, abs=1e-9)
+        assert h.when() >= when  # on its tick or the next, never early
+        assert h.cancel()
+    finally:
+        loop.close()
+
+
 def test_wheel_clock_choice() -> None:
     # asyncio's loops and uvloop read CLOCK_MONOTONIC: the wheel reads it in C;
     # any other loop is read through loop.time() (here: virtual time).

@@ -115,6 +115,13 @@ def _pin_deadline(task: TimerTask, when: float, wheel: TimerCore) -> None:
             return  # due: it runs on the next iteration, in deadline order
         if not _task_postpone(task, (deadline - wheel.now_ns) / 1e6):
             return
+    # A deadline a few hundred ns before a tick boundary: each postpone
+    # (a clock read plus a delay) lands past it again.  The task then runs
+    # one tick late, but it still reports ``when`` and sorts by it.
+    try:
+        task.deadline_ns = deadline
+    except (ValueError, OverflowError):
+        pass
 
 
 def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
