@@ -298,10 +298,13 @@ cdef TimerTaskList _lock_task(TimerTask task):
     """
     cdef TimerTaskList bucket
     cdef Py_ssize_t spins = 0
+    cdef unsigned char state
     while True:
         bucket = _lock_list(task)
-        if (bucket is not None or spins >= 1_000_000
-                or (_state_of(task) != PENDING and _state_of(task) != EXPIRED)):
+        if bucket is not None or spins >= 1_000_000:
+            return bucket
+        state = _state_of(task)
+        if state != PENDING and state != EXPIRED:
             return bucket
         spins += 1
 
@@ -599,14 +602,16 @@ cdef object _cancel_locked(TimerTask self):
     cdef TimerTaskList bucket = _lock_task(self)
     cdef object fn = self._fn
     cdef object args = self._args
-    if _state_of(self) == PENDING:
+    # One read: with no bucket (no lock held) the state may change meanwhile.
+    cdef unsigned char state = _state_of(self)
+    if state == PENDING:
         if bucket is not None and self._next is not NULL:
             bucket._unlink(self)
-    elif _state_of(self) == EXPIRED:
+    elif state == EXPIRED:
         if bucket is not None:
             tw_atomic_add_ssize(&bucket._counter.value, -1)
         _set_list(self, None)
-    elif _state_of(self) == IDLE and bucket is not None and self._next is not NULL:
+    elif state == IDLE and bucket is not None and self._next is not NULL:
         bucket._unlink(self)
     else:
         if bucket is not None:
@@ -626,13 +631,14 @@ cdef object _postpone_locked(TimerTask self, object delay_ms):
     cdef TimerTaskList bucket
     cdef TimerCore core
     cdef double old_delay
-    cdef unsigned char old_is_int
+    cdef unsigned char old_is_int, state
     cdef int64_t delay_ns = _delay_to_ns(delay_ms)  # validate before locking
     cdef PyObject *owner = NULL
     bucket = _lock_task(self)
     try:
-        if _state_of(self) != PENDING and _state_of(self) != EXPIRED:
-            if _state_of(self) == IDLE:
+        state = _state_of(self)
+        if state != PENDING and state != EXPIRED:
+            if state == IDLE:
                 raise RuntimeError(
                     f"{self!r} was never added to a timer; add it with timer.add(task)"
                 )

@@ -25,7 +25,7 @@ from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, realloc
 
 from tickwheel._kafka cimport _PartitionCore, _ProduceCore, _new_produce
-from tickwheel._wheel cimport TimerCore, TimerTaskList
+from tickwheel._wheel cimport TimerCore, TimerTaskList, tw_store_i64
 
 from functools import partial as _partial
 
@@ -290,7 +290,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
                 ):
                     self.timers[k].advance_to(t)
                 else:
-                    core._manual_now_ns = t * 1_000_000
+                    tw_store_i64(&core._manual_now_ns, t * 1_000_000)
         self.now = t
         return 0
 
