@@ -8,8 +8,8 @@
  * lock is an empty byte and tw_lock/tw_unlock compile to nothing: the GIL
  * builds run the very instructions they ran before (bench/callgrind_*.py).
  *
- * tw_atomic_add_ssize: an atomic add on free-threaded builds (GCC/Clang
- * __atomic builtins; MSVC: Interlocked), a plain add otherwise.
+ * tw_atomic_add_ssize/_load_ssize/_store_ssize: atomic on free-threaded
+ * builds (GCC/Clang __atomic builtins; MSVC: Interlocked), plain otherwise.
  *
  * Only C API that 3.13t already has is used (PyMutex_Lock/PyMutex_Unlock).
  * The lock protocols that use these are written next to their code:
@@ -76,12 +76,18 @@ static inline void tw_atomic_add_ssize(Py_ssize_t *p, Py_ssize_t v) {
 static inline Py_ssize_t tw_atomic_load_ssize(Py_ssize_t *p) {
     return (Py_ssize_t)_InterlockedOr64((volatile __int64 *)p, 0);
 }
+static inline void tw_atomic_store_ssize(Py_ssize_t *p, Py_ssize_t v) {
+    _InterlockedExchange64((volatile __int64 *)p, (__int64)v);
+}
 #else
 static inline void tw_atomic_add_ssize(Py_ssize_t *p, Py_ssize_t v) {
     __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 static inline Py_ssize_t tw_atomic_load_ssize(Py_ssize_t *p) {
     return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+static inline void tw_atomic_store_ssize(Py_ssize_t *p, Py_ssize_t v) {
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 #endif
 /* Fields written under a timer's lock but read without it (a task's bucket
@@ -95,6 +101,8 @@ static inline Py_ssize_t tw_atomic_load_ssize(Py_ssize_t *p) {
 #define tw_store_ptr(pp, v) ((void)(*(void *volatile *)(pp) = (void *)(v)))
 #define tw_load_u8(p) (*(volatile unsigned char *)(p))
 #define tw_store_u8(p, v) ((void)(*(volatile unsigned char *)(p) = (v)))
+#define tw_load_ul(p) (*(volatile unsigned long *)(p))
+#define tw_store_ul(p, v) ((void)(*(volatile unsigned long *)(p) = (v)))
 #define tw_load_i64(p) (*(volatile int64_t *)(p))
 #define tw_store_i64(p, v) ((void)(*(volatile int64_t *)(p) = (v)))
 #else
@@ -102,6 +110,8 @@ static inline Py_ssize_t tw_atomic_load_ssize(Py_ssize_t *p) {
 #define tw_store_ptr(pp, v) __atomic_store_n((pp), (v), __ATOMIC_RELEASE)
 #define tw_load_u8(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define tw_store_u8(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define tw_load_ul(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define tw_store_ul(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define tw_load_i64(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define tw_store_i64(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #endif
@@ -112,10 +122,13 @@ typedef struct { char unused; } tw_mutex;
 #define tw_unlock(m) ((void)0)
 #define tw_atomic_add_ssize(p, v) ((void)(*(p) += (v)))
 #define tw_atomic_load_ssize(p) (*(p))
+#define tw_atomic_store_ssize(p, v) ((void)(*(p) = (v)))
 #define tw_load_ptr(pp) ((void *)*(pp))
 #define tw_store_ptr(pp, v) ((void)(*(pp) = (v)))
 #define tw_load_u8(p) (*(p))
 #define tw_store_u8(p, v) ((void)(*(p) = (v)))
+#define tw_load_ul(p) (*(p))
+#define tw_store_ul(p, v) ((void)(*(p) = (v)))
 #define tw_load_i64(p) (*(p))
 #define tw_store_i64(p, v) ((void)(*(p) = (v)))
 #endif

@@ -7,6 +7,7 @@ signatures and docstrings, and the same logic line for line.
 
 cimport cython
 from tickwheel._purgatory cimport DelayedOperation, _fresh
+from tickwheel._wheel cimport tw_load_u8
 
 from tickwheel._purgatory import DelayedOperation as _DelayedOperation
 
@@ -68,7 +69,7 @@ cdef class _ProduceCore(DelayedOperation):
     cpdef on_complete(self):
         """Record the outcome and completion time, then call the callback."""
         self.done_ms = self._clock()
-        if self._op_expired:
+        if tw_load_u8(&self._expired):
             self.outcome = EXPIRED
             self.error = REQUEST_TIMED_OUT
         else:

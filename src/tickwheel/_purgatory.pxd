@@ -25,7 +25,13 @@
 #
 # Thread-safety: exactly purgatory.py's protocol (per-operation lock, the
 # retry flag hand-off, shard locks for writers, lists replaced not edited).
-# The GIL is never released here; every lock is a threading lock object.
+# The locks are _Lock objects (or the lock the user passed), real locks on
+# free-threaded builds.  An operation's flags are written under its lock and
+# some are read without it (the done checks, the retry hand-off: Kafka's
+# AtomicBooleans), so every access to them is an atomic load or store
+# (_ftlock.h; plain with a GIL).  The hand-off needs no stronger order: the
+# flag's store and the lock holder's load after its release are ordered by
+# the _Lock's own mutex, which both take.
 #
 # Binary coupling: DelayedOperation extends _wheel.TimerTask's C struct, so
 # this module must be rebuilt whenever _wheel.pxd changes TimerTask's
@@ -36,13 +42,17 @@ from tickwheel._wheel cimport TimerTask, _delay_to_ns
 
 cdef class DelayedOperation(TimerTask):
     cdef public object _op_lock
-    cdef public unsigned long _op_holder
-    cdef public bint _op_done
-    cdef public bint _op_withdrawn
-    cdef public bint _op_expired
-    cdef public bint _op_submitted
-    cdef public bint _op_retry
-    cdef public bint _op_trylock
+    # The flags: written under the operation's lock, some read without it
+    # (the retry hand-off, the done checks), so every access is an atomic
+    # tw_load_*/tw_store_* (plain with a GIL).  Python reads them as the
+    # twin's _op_holder, _op_done, ... (read-only properties).
+    cdef unsigned long _holder
+    cdef unsigned char _done
+    cdef unsigned char _withdrawn
+    cdef unsigned char _expired
+    cdef unsigned char _submitted
+    cdef unsigned char _retry
+    cdef unsigned char _trylock
     # The hooks and force_complete: cpdef, so the purgatory's calls skip the
     # attribute lookup when the subclass does not override them in Python.
     cpdef try_complete(self)
@@ -62,7 +72,7 @@ cdef class _PurgatoryCore:
     cdef public Py_ssize_t _purge_interval
     cdef public list _shards
     cdef public Py_ssize_t _mask
-    cdef public Py_ssize_t _estimated
+    cdef Py_ssize_t _n_estimated  # the _estimated property: atomic access
     cdef public bint _shut
     cdef public set _op_types
 

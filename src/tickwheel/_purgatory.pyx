@@ -38,8 +38,13 @@ from tickwheel._wheel cimport (
     TW_FT_LOCKS,
     tw_atomic_add_ssize,
     tw_atomic_load_ssize,
+    tw_atomic_store_ssize,
+    tw_load_u8,
+    tw_load_ul,
     tw_lock,
     tw_mutex,
+    tw_store_u8,
+    tw_store_ul,
     tw_unlock,
 )
 
@@ -322,6 +327,11 @@ cdef inline unsigned long _ident() noexcept:
     return PyThread_get_thread_ident()
 
 
+cdef inline bint _is_done(object op) noexcept:
+    # ``op`` is a DelayedOperation (checked where it entered the purgatory).
+    return tw_load_u8(&(<DelayedOperation>op)._done)
+
+
 def _check_lock(lock):
     if not (
         callable(getattr(lock, "acquire", None))
@@ -378,19 +388,19 @@ Initialize self.  See help(type(self)) for accurate signature."""
         self.delay_ms = delay_ms
         if lock is None:
             self._op_lock = _allocate_lock()
-            self._op_trylock = True
+            tw_store_u8(&self._trylock, 1)
         else:
             _check_lock(lock)
             self._op_lock = lock
-            self._op_trylock = False
+            tw_store_u8(&self._trylock, 0)
         # The other fields start as 0/False (C zero-initialised); __init__
         # may run again on the same object, so reset them as the twin does.
-        self._op_holder = 0
-        self._op_done = False
-        self._op_withdrawn = False
-        self._op_expired = False
-        self._op_submitted = False
-        self._op_retry = False
+        tw_store_ul(&self._holder, 0)
+        tw_store_u8(&self._done, 0)
+        tw_store_u8(&self._withdrawn, 0)
+        tw_store_u8(&self._expired, 0)
+        tw_store_u8(&self._submitted, 0)
+        tw_store_u8(&self._retry, 0)
 
     # -- subclass hooks -----------------------------------------------------
     cpdef try_complete(self):
@@ -420,28 +430,28 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
         :return: True for the one caller that completed the operation
         """
-        if self._op_done:
+        if tw_load_u8(&self._done):
             return False
-        if self._op_holder == _ident():
+        if tw_load_ul(&self._holder) == _ident():
             # Inside try_complete: the lock is already ours (the hot path).
-            self._op_done = True
+            tw_store_u8(&self._done, 1)
             self.cancel()
             self.on_complete()
             return True
         lock = self._op_lock
         _acquire(lock)
-        self._op_holder = _ident()
+        tw_store_ul(&self._holder, _ident())
         try:
             return self._complete_locked()
         finally:
-            self._op_holder = 0
+            tw_store_ul(&self._holder, 0)
             _release(lock)
 
     def _complete_locked(self):
         # Caller holds the lock: the check-and-set below is atomic.
-        if self._op_done:
+        if tw_load_u8(&self._done):
             return False
-        self._op_done = True
+        tw_store_u8(&self._done, 1)
         self.cancel()  # the TimerTask entry: O(1) unlink
         self.on_complete()
         return True
@@ -450,34 +460,34 @@ Initialize self.  See help(type(self)) for accurate signature."""
         """Timer callback: complete the operation as expired (Kafka's ``run``)."""
         lock = self._op_lock
         _acquire(lock)
-        self._op_holder = _ident()
+        tw_store_ul(&self._holder, _ident())
         try:
-            if self._op_done:
+            if tw_load_u8(&self._done):
                 return
-            self._op_done = True
-            self._op_expired = True
+            tw_store_u8(&self._done, 1)
+            tw_store_u8(&self._expired, 1)
             self.on_complete()
             self.on_expiration()
         finally:
-            self._op_holder = 0
+            tw_store_ul(&self._holder, 0)
             _release(lock)
 
     def _withdraw(self):
         """Withdraw (never to complete), cancel the timeout; True iff it was open."""
-        if self._op_holder == _ident():
+        if tw_load_ul(&self._holder) == _ident():
             return self._withdraw_locked()
         with self._op_lock:
-            self._op_holder = _ident()
+            tw_store_ul(&self._holder, _ident())
             try:
                 return self._withdraw_locked()
             finally:
-                self._op_holder = 0
+                tw_store_ul(&self._holder, 0)
 
     def _withdraw_locked(self):
-        if self._op_done:
+        if tw_load_u8(&self._done):
             return False
-        self._op_done = True
-        self._op_withdrawn = True
+        tw_store_u8(&self._done, 1)
+        tw_store_u8(&self._withdrawn, 1)
         self.cancel()
         return True
 
@@ -485,17 +495,17 @@ Initialize self.  See help(type(self)) for accurate signature."""
     @property
     def completed(self):
         """True once on_complete has been started by some path (Kafka's isCompleted)."""
-        return self._op_done and not self._op_withdrawn
+        return <bint>tw_load_u8(&self._done) and not tw_load_u8(&self._withdrawn)
 
     @property
     def expired(self):
         """True iff the timer completed it (set before on_complete runs)."""
-        return self._op_expired
+        return <bint>tw_load_u8(&self._expired)
 
     @property
     def withdrawn(self):
         """True iff cancel_for_key removed it before it completed."""
-        return self._op_withdrawn
+        return <bint>tw_load_u8(&self._withdrawn)
 
     @property
     def lock(self):
@@ -504,15 +514,45 @@ Initialize self.  See help(type(self)) for accurate signature."""
         Once handed out, other code may hold it, so from then on purgatory
         threads wait for it rather than leave a retry to its holder.
         """
-        self._op_trylock = False
+        tw_store_u8(&self._trylock, 0)
         return self._op_lock
 
+    # The flags under the pure twin's attribute names, read-only: tests,
+    # purgatory.py's purge and bench/stress.py read them from Python.
+    @property
+    def _op_holder(self):
+        return tw_load_ul(&self._holder)
+
+    @property
+    def _op_done(self):
+        return <bint>tw_load_u8(&self._done)
+
+    @property
+    def _op_withdrawn(self):
+        return <bint>tw_load_u8(&self._withdrawn)
+
+    @property
+    def _op_expired(self):
+        return <bint>tw_load_u8(&self._expired)
+
+    @property
+    def _op_submitted(self):
+        return <bint>tw_load_u8(&self._submitted)
+
+    @property
+    def _op_retry(self):
+        return <bint>tw_load_u8(&self._retry)
+
+    @property
+    def _op_trylock(self):
+        return <bint>tw_load_u8(&self._trylock)
+
     def __repr__(self):
-        if self._op_withdrawn:
+        if tw_load_u8(&self._withdrawn):
             state = "withdrawn"
-        elif self._op_expired:
+        elif tw_load_u8(&self._expired):
             state = "expired"
-        elif self._op_done:
+        elif tw_load_u8(&self._done):
             state = "completed"
         else:
             state = "open"
@@ -543,14 +583,14 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
 cdef bint _hand_off(DelayedOperation op) except -1:
     """``op``'s private lock is taken: leave its holder a retry, or take the lock."""
-    op._op_retry = True
+    tw_store_u8(&op._retry, 1)
     lock = op._op_lock
     if not _try_acquire(lock):
-        if op._op_trylock:
+        if tw_load_u8(&op._trylock):
             return False
         _acquire(lock)
     # This thread tries now, after every event that set the flag so far.
-    op._op_retry = False
+    tw_store_u8(&op._retry, 0)
     return True
 
 
@@ -558,16 +598,16 @@ cdef bint _retry(DelayedOperation op, unsigned long ident) except -1:
     """Try ``op`` again while other threads keep flagging it (Kafka's retry loop)."""
     lock = op._op_lock
     cdef bint completed = False
-    while op._op_retry and not op._op_done:
+    while tw_load_u8(&op._retry) and not tw_load_u8(&op._done):
         if not _try_acquire(lock):
             return completed
-        op._op_retry = False
-        op._op_holder = ident
+        tw_store_u8(&op._retry, 0)
+        tw_store_ul(&op._holder, ident)
         try:
             if op.try_complete():
                 completed = True
         finally:
-            op._op_holder = 0
+            tw_store_ul(&op._holder, 0)
             _release(lock)
     return completed
 
@@ -582,10 +622,10 @@ cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys)
     cdef list ops
     cdef bint completed = False
     error = None
-    operation._op_submitted = True
+    tw_store_u8(&operation._submitted, 1)
     lock = operation._op_lock
     _acquire(lock)
-    operation._op_holder = ident
+    tw_store_ul(&operation._holder, ident)
     try:
         if operation.try_complete():
             return True
@@ -603,27 +643,27 @@ cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys)
                 _release(shard_lock)
         # An estimate (a lost update only delays a purge): an atomic add
         # on free-threaded builds, a plain one with the GIL.
-        tw_atomic_add_ssize(&self._estimated, 1)
+        tw_atomic_add_ssize(&self._n_estimated, 1)
         try:
             completed = operation.try_complete()
         except BaseException as exc:  # still time it out, then re-raise
             error = exc
     finally:
-        operation._op_holder = 0
+        tw_store_ul(&operation._holder, 0)
         _release(lock)
-    if operation._op_retry and not operation._op_done:
+    if tw_load_u8(&operation._retry) and not tw_load_u8(&operation._done):
         # A check found the lock taken while we held it: try for it.
         try:
             completed = _retry(operation, ident) or completed
         except BaseException as exc:
             if error is None:
                 error = exc
-    if not operation._op_done:
+    if not tw_load_u8(&operation._done):
         self._timer.add(operation)
-        if operation._op_done:
+        if tw_load_u8(&operation._done):
             # Completed between the unlock and the add: drop the timer entry.
             operation.cancel()
-    if tw_atomic_load_ssize(&self._estimated) - len(self._timer) > self._purge_interval:
+    if tw_atomic_load_ssize(&self._n_estimated) - len(self._timer) > self._purge_interval:
         self._purge_if_due()
     if error is not None:
         raise error
@@ -641,11 +681,11 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
     error = None
     for item in ops:
         op = <DelayedOperation>item
-        if op._op_done:
+        if tw_load_u8(&op._done):
             dropped += 1
             continue
         lock = op._op_lock
-        if not op._op_trylock:
+        if not tw_load_u8(&op._trylock):
             _acquire(lock)  # a shared lock: wait for it
         elif not _locked(lock):
             # Free a moment ago (if another thread took it meanwhile, this
@@ -654,7 +694,7 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
         elif not _hand_off(op):
             keep.append(op)  # its holder tries again for us
             continue
-        op._op_holder = ident
+        tw_store_ul(&op._holder, ident)
         try:
             ok = op.try_complete()
         except BaseException as exc:
@@ -664,9 +704,9 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
             else:
                 self._log_error(op, exc)
         finally:
-            op._op_holder = 0
+            tw_store_ul(&op._holder, 0)
             _release(lock)
-        if op._op_retry:
+        if tw_load_u8(&op._retry):
             # Flagged by another thread while we held the lock (or before):
             # try again.  The flag is cleared under the lock only by the
             # thread about to try, so it is never lost.
@@ -677,7 +717,7 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
                     error = exc
                 else:
                     self._log_error(op, exc)
-            if not ok and op._op_done:
+            if not ok and tw_load_u8(&op._done):
                 dropped += 1  # completed by another thread meanwhile
                 continue
         if ok:
@@ -709,7 +749,7 @@ cdef int _replace(
             if len(ops) > seen:
                 keep.extend(ops[seen:])
         else:  # replaced meanwhile (another scan or a purge): filter it
-            keep = [op for op in ops if not op._op_done]
+            keep = [op for op in ops if not _is_done(op)]
             if len(keep) == len(ops):
                 return 0
         if keep:
@@ -724,6 +764,17 @@ cdef class _PurgatoryCore:
 --
 
     The hot paths of DelayedOperationPurgatory (try, watch, check)."""
+
+    @property
+    def _estimated(self):
+        # Completed-but-watched operations, an estimate: every thread adds
+        # to it and the purge resets it, so it is read and written
+        # atomically (plain with a GIL).
+        return tw_atomic_load_ssize(&self._n_estimated)
+
+    @_estimated.setter
+    def _estimated(self, Py_ssize_t value):
+        tw_atomic_store_ssize(&self._n_estimated, value)
 
     def try_complete_else_watch(self, operation, keys):
         """Complete ``operation`` now if it can, else watch it under ``keys``, timed.
@@ -752,7 +803,10 @@ cdef class _PurgatoryCore:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
         if type(operation) not in self._op_types:
             self._check_op_type(operation)
-        if operation._op_submitted or operation._op_done:
+        if (
+            tw_load_u8(&(<DelayedOperation>operation)._submitted)
+            or _is_done(operation)
+        ):
             raise ValueError(
                 f"operation {operation!r} was already submitted or completed"
             )
@@ -831,10 +885,10 @@ def _new_operation(type cls, delay_ms):
 
 
 cdef DelayedOperation _fresh(type cls, object delay_ms):
-    # tp_new leaves every flag False and _op_holder 0 (zeroed C fields), as
+    # tp_new leaves every flag False and _holder 0 (zeroed C fields), as
     # __init__ would set them; only the delay and the lock remain.
     cdef DelayedOperation op = cls.__new__(cls)
     _delay_to_ns(delay_ms, op)  # the delay_ms setter, without the attribute lookup
     op._op_lock = _Lock.__new__(_Lock)  # _allocate_lock(), without the call
-    op._op_trylock = True
+    tw_store_u8(&op._trylock, 1)
     return op

@@ -86,10 +86,13 @@ cdef extern from "_ftlock.h":
     void tw_unlock(tw_mutex *m) noexcept nogil
     void tw_atomic_add_ssize(Py_ssize_t *p, Py_ssize_t v) noexcept nogil
     Py_ssize_t tw_atomic_load_ssize(Py_ssize_t *p) noexcept nogil
+    void tw_atomic_store_ssize(Py_ssize_t *p, Py_ssize_t v) noexcept nogil
     void *tw_load_ptr(void **pp) noexcept nogil
     void tw_store_ptr(void **pp, void *v) noexcept nogil
     unsigned char tw_load_u8(unsigned char *p) noexcept nogil
     void tw_store_u8(unsigned char *p, unsigned char v) noexcept nogil
+    unsigned long tw_load_ul(unsigned long *p) noexcept nogil
+    void tw_store_ul(unsigned long *p, unsigned long v) noexcept nogil
     int64_t tw_load_i64(int64_t *p) noexcept nogil
     void tw_store_i64(int64_t *p, int64_t v) noexcept nogil
 

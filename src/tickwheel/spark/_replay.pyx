@@ -25,7 +25,7 @@ from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, realloc
 
 from tickwheel._kafka cimport _PartitionCore, _ProduceCore, _new_produce
-from tickwheel._wheel cimport TimerCore, TimerTaskList, tw_store_i64
+from tickwheel._wheel cimport TimerCore, TimerTaskList, tw_load_u8, tw_store_i64
 
 from functools import partial as _partial
 
@@ -131,7 +131,7 @@ def record(list ids, list done_ms, list expired, op):
         p = <_ProduceCore>op
         ids.append(p.request_id)
         done_ms.append(p.done_ms)
-        expired.append(p._op_expired)
+        expired.append(<bint>tw_load_u8(&p._expired))
     else:
         ids.append(op.request_id)
         done_ms.append(op.done_ms)
