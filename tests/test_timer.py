@@ -12,6 +12,7 @@ import concurrent.futures
 import gc
 import logging
 import math
+import sys
 import threading
 import time
 import weakref
@@ -202,6 +203,47 @@ def test_cancelled_callable_is_released(timers):
     assert owner.task.fn is None and owner.task.args == ()
     with pytest.raises(RuntimeError, match="schedule a new task"):
         timer.add(owner.task)
+
+
+def test_cancel_drops_exactly_the_tasks_references(timers):
+    # cancel() moves the callable out of the task (free-threaded builds) or
+    # clears it: either way each cancelled task gives back the one reference
+    # it took, no more (a double release would free a live callable), and
+    # the arguments go too.
+    timer = timers.SystemTimer("refs", reaper=False)
+
+    def shared():
+        pass
+
+    arg = object()
+    before_fn, before_arg = sys.getrefcount(shared), sys.getrefcount(arg)
+    tasks = [timer.schedule(60_000, shared, arg) for _ in range(100)]
+    assert sys.getrefcount(shared) == before_fn + 100
+    assert all(task.cancel() for task in tasks)
+    assert sys.getrefcount(shared) == before_fn
+    assert sys.getrefcount(arg) == before_arg
+    assert not any(task.cancel() for task in tasks)  # a second cancel frees nothing
+    assert sys.getrefcount(shared) == before_fn and len(timer) == 0
+    timer.close()
+
+
+def test_callable_released_by_cancel_may_use_the_timer(timers):
+    # The callable's last reference goes after the timer's lock is released:
+    # a __del__ that schedules and cancels on the same timer does not
+    # deadlock (the lock is not reentrant with the GIL off).
+    timer = timers.MockTimer()
+    seen = []
+
+    class Callback:
+        def __call__(self):
+            pass
+
+        def __del__(self):
+            task = timer.schedule(5, seen.append, "from __del__")
+            seen.append(task.cancel())
+
+    task = timer.schedule(10, Callback())
+    assert task.cancel() and seen == [True] and len(timer) == 0
 
 
 def test_exception_in_task_goes_to_on_error_and_others_run(timers):

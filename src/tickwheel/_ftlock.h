@@ -23,6 +23,9 @@
 #if defined(Py_GIL_DISABLED)
 #define TW_FT_LOCKS 1
 typedef PyMutex tw_mutex;
+/* Padding that keeps a contended lock alone on its cache line (64 bytes on
+ * x86-64 and most ARM64; Apple's 128-byte lines get half the benefit). */
+typedef struct { char b[64]; } tw_line_pad;
 #if defined(__GNUC__) || defined(__clang__)
 /* The critical sections behind these locks are a few hundred instructions
  * (a bucket link or unlink, a dict update), so a thread that finds the lock
@@ -32,17 +35,21 @@ typedef PyMutex tw_mutex;
  * times the critical section.  bench/bench_freethreading.py, purgatory on
  * 2 threads: 1.12x -> 1.59x one thread; 32 rounds, because 128 cost the
  * shared-timer workload 0.99x -> 0.85x (docs/freethreading.md).
- * Taking it is PyMutex_Lock's own fast path, a compare-and-swap of the
- * byte from 0 (unlocked, no parked waiter) to 1 (_Py_LOCKED), so the lock
- * stays a PyMutex: PyMutex_Unlock releases it and wakes parked waiters.
+ * Taking it is PyMutex's own compare-and-swap of the byte from a value
+ * without _Py_LOCKED (bit 0) to the same value with it, as its slow path
+ * does: a thread may take the lock while others are parked on it (the
+ * _Py_HAS_PARKED bit stays set, so PyMutex_Unlock still wakes one), so the
+ * lock stays a PyMutex.  (Trying only from 0 would make every acquire
+ * spin all its rounds, then call PyMutex_Lock, whenever a thread is parked.)
  * (_bits is PyMutex's one field, in cpython/lock.h on 3.13-3.14 and
  * cpython/pylock.h on 3.15; renamed, it would fail the build.) */
 #ifndef TW_SPIN
 #define TW_SPIN 32
 #endif
 static inline int tw_try_lock(tw_mutex *m) {
-    uint8_t expected = 0;
-    return __atomic_compare_exchange_n(&m->_bits, &expected, 1, 0,
+    uint8_t v = __atomic_load_n(&m->_bits, __ATOMIC_RELAXED);
+    return (v & 1) == 0 &&
+           __atomic_compare_exchange_n(&m->_bits, &v, (uint8_t)(v | 1), 0,
                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 static inline void tw_cpu_relax(void) {
@@ -55,7 +62,7 @@ static inline void tw_cpu_relax(void) {
 static void tw_lock_contended(tw_mutex *m) {
     for (int i = 0; i < TW_SPIN; i++) {
         tw_cpu_relax();
-        if (__atomic_load_n(&m->_bits, __ATOMIC_RELAXED) == 0 && tw_try_lock(m))
+        if ((__atomic_load_n(&m->_bits, __ATOMIC_RELAXED) & 1) == 0 && tw_try_lock(m))
             return;
     }
     PyMutex_Lock(m);
@@ -118,6 +125,7 @@ static inline void tw_atomic_store_ssize(Py_ssize_t *p, Py_ssize_t v) {
 #else
 #define TW_FT_LOCKS 0
 typedef struct { char unused; } tw_mutex;
+typedef struct { char unused; } tw_line_pad;
 #define tw_lock(m) ((void)0)
 #define tw_unlock(m) ((void)0)
 #define tw_atomic_add_ssize(p, v) ((void)(*(p) += (v)))

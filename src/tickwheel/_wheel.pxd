@@ -49,7 +49,11 @@
 #     ``_list._counter._mu`` and checking ``task._list`` again: a task only
 #     moves between buckets of one timer under that lock, so a changed
 #     ``_list`` means retry (Kafka's TimerTaskEntry.remove loop).  Buckets
-#     live as long as their timer, so the unlocked read never sees a freed one.
+#     live as long as their timer, so the unlocked read never sees a freed one;
+#     the bucket found this way is used as a borrowed pointer (no reference
+#     count traffic on an object every thread of the timer touches).  So a
+#     timer must outlive the cancel()/postpone() calls other threads make on
+#     its tasks: close() it before dropping it (docs/freethreading.md).
 #   - Under the lock no Python code runs: no user callable, no __del__ (a
 #     cancelled or finished task's callable is released after unlocking),
 #     no _on_wake hook.  So the lock is never taken twice by one thread and
@@ -81,6 +85,8 @@ cimport cython
 cdef extern from "_ftlock.h":
     ctypedef struct tw_mutex:
         pass
+    ctypedef struct tw_line_pad:
+        pass
     bint TW_FT_LOCKS
     void tw_lock(tw_mutex *m) noexcept nogil
     void tw_unlock(tw_mutex *m) noexcept nogil
@@ -104,8 +110,14 @@ cdef class TaskCounter:
     # weakref.ref to the TimerCore that made it (None otherwise), so that
     # TimerTask.postpone() finds a pending task's timer through its bucket.
     cdef object _owner
-    # The timer's lock (free-threaded builds; an unused byte with a GIL).
+    # The timer's lock (free-threaded builds; an unused byte with a GIL),
+    # on a cache line of its own (free-threaded builds): a thread waiting
+    # for it spins reading that line, so any field the holder writes there
+    # (the count above, the reference count) would cost the holder a cache
+    # miss per write (docs/freethreading.md).
+    cdef tw_line_pad _pad_before_mu
     cdef tw_mutex _mu
+    cdef tw_line_pad _pad_after_mu
 
 
 @cython.no_gc

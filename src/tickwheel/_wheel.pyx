@@ -251,6 +251,22 @@ cdef extern from *:
     void **TW_ENTRY_LIST_SLOT(TimerTaskEntry e) noexcept
 
 
+cdef extern from *:
+    """
+    /* Move a task's callable out of it: *out gets the task's own reference
+       and the field holds None (a macro: the struct is defined after this
+       block; TW_ENTRY_LIST_SLOT's naming). */
+    #define TW_TASK_TAKE_FN(t, out) do { \
+        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *t_ = \
+            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(t); \
+        *(out) = t_->_fn; \
+        Py_INCREF(Py_None); \
+        t_->_fn = Py_None; \
+    } while (0)
+    """
+    void TW_TASK_TAKE_FN(TimerTask t, PyObject **out) noexcept
+
+
 cdef inline void _set_list(TimerTaskEntry entry, TimerTaskList bucket) noexcept:
     # ``entry._list = bucket`` as an atomic store: _lock_list reads the slot
     # without the lock (_ftlock.h; a plain store with a GIL).
@@ -260,9 +276,10 @@ cdef inline void _set_list(TimerTaskEntry entry, TimerTaskList bucket) noexcept:
     TW_DECREF(old)
 
 
-cdef inline TimerTaskList _list_of(TimerTaskEntry entry):
-    # ``entry._list`` read without its timer's lock (an atomic load).
-    return <TimerTaskList><PyObject *>tw_load_ptr(TW_ENTRY_LIST_SLOT(entry))
+cdef inline PyObject *_list_of(TimerTaskEntry entry) noexcept:
+    # ``entry._list`` read without its timer's lock (an atomic load), as a
+    # borrowed pointer (Py_None for no bucket).
+    return <PyObject *>tw_load_ptr(TW_ENTRY_LIST_SLOT(entry))
 
 
 cdef inline unsigned char _state_of(TimerTask task) noexcept:
@@ -270,25 +287,32 @@ cdef inline unsigned char _state_of(TimerTask task) noexcept:
     return tw_load_u8(&task._state)
 
 
-cdef TimerTaskList _lock_list(TimerTaskEntry entry):
+cdef PyObject *_lock_list(TimerTaskEntry entry) noexcept:
     """Free-threaded builds: lock the timer ``entry`` is linked in or expired by.
 
-    Returns its bucket (``entry._list``) with ``_list._counter._mu`` held,
-    or None (no timer's lock held) if the entry is in no bucket.  The first
-    read of ``_list`` is unlocked: the entry moves only under that lock, so
-    it is read again under it and the loop retries if it changed.
+    Returns its bucket (``entry._list``, borrowed) with ``_list._counter._mu``
+    held, or NULL (no timer's lock held) if the entry is in no bucket.  The
+    first read of ``_list`` is unlocked: the entry moves only under that
+    lock, so it is read again under it and the loop retries if it changed.
+
+    No reference is taken: a bucket lives as long as its timer (the wheel
+    owns its buckets, the TimerCore its expired list), so the pointer stays
+    valid whatever the entry does meanwhile.  Taking one would be an atomic
+    add on the bucket's reference count, shared by every thread on that
+    timer: with two threads on one timer, those adds (6 per cancel)
+    bounced the bucket's cache line between the cores.
     """
-    cdef TimerTaskList bucket = _list_of(entry)
-    while bucket is not None:
-        tw_lock(&bucket._counter._mu)
-        if entry._list is bucket:
-            return bucket
-        tw_unlock(&bucket._counter._mu)
-        bucket = _list_of(entry)
-    return None
+    cdef PyObject *b = _list_of(entry)
+    while b != <PyObject *>None:
+        tw_lock(&(<TimerTaskList>b)._counter._mu)
+        if <PyObject *>entry._list == b:
+            return b
+        tw_unlock(&(<TimerTaskList>b)._counter._mu)
+        b = _list_of(entry)
+    return NULL
 
 
-cdef TimerTaskList _lock_task(TimerTask task):
+cdef PyObject *_lock_task(TimerTask task) noexcept:
     """_lock_list for a task, waiting out a move by another thread.
 
     A pending or expired task whose ``_list`` reads None is between the
@@ -296,12 +320,12 @@ cdef TimerTaskList _lock_task(TimerTask task):
     another thread: look again (bounded; that thread holds the lock for a
     few hundred instructions).
     """
-    cdef TimerTaskList bucket
+    cdef PyObject *bucket
     cdef Py_ssize_t spins = 0
     cdef unsigned char state
     while True:
         bucket = _lock_list(task)
-        if bucket is not None or spins >= 1_000_000:
+        if bucket is not NULL or spins >= 1_000_000:
             return bucket
         state = _state_of(task)
         if state != PENDING and state != EXPIRED:
@@ -599,29 +623,41 @@ Initialize self.  See help(type(self)) for accurate signature."""
 cdef object _cancel_locked(TimerTask self):
     # TimerTask.cancel on free-threaded builds: the GIL build's logic under
     # the lock of the timer the task is in (none if it is in no bucket).
-    cdef TimerTaskList bucket = _lock_task(self)
-    cdef object fn = self._fn
-    cdef object args = self._args
+    # ``b`` is borrowed (_lock_list): still valid after the task lets go of
+    # it, for the unlock.  The callable and arguments are read only once the
+    # task is ours to cancel: before that, the runner may be releasing them.
+    cdef PyObject *b = _lock_task(self)
+    cdef PyObject *fn = NULL
+    cdef object args = None
     # One read: with no bucket (no lock held) the state may change meanwhile.
     cdef unsigned char state = _state_of(self)
     if state == PENDING:
-        if bucket is not None and self._next is not NULL:
-            bucket._unlink(self)
+        if b is not NULL and self._next is not NULL:
+            (<TimerTaskList>b)._unlink(self)
     elif state == EXPIRED:
-        if bucket is not None:
-            tw_atomic_add_ssize(&bucket._counter.value, -1)
+        if b is not NULL:
+            tw_atomic_add_ssize(&(<TimerTaskList>b)._counter.value, -1)
         _set_list(self, None)
-    elif state == IDLE and bucket is not None and self._next is not NULL:
-        bucket._unlink(self)
+    elif state == IDLE and b is not NULL and self._next is not NULL:
+        (<TimerTaskList>b)._unlink(self)
     else:
-        if bucket is not None:
-            tw_unlock(&bucket._counter._mu)
+        if b is not NULL:
+            tw_unlock(&(<TimerTaskList>b)._counter._mu)
         return False
     tw_store_u8(&self._state, CANCELLED)
-    _release(self)
-    if bucket is not None:
-        tw_unlock(&bucket._counter._mu)
+    if self._fn is not None:
+        # _release, with the callable moved out rather than copied: a
+        # callable shared by many tasks (and threads) gets one atomic
+        # reference count change per cancel, not three.
+        self._spent = True
+        args = self._args
+        self._args = ()
+        TW_TASK_TAKE_FN(self, &fn)
+    if b is not NULL:
+        tw_unlock(&(<TimerTaskList>b)._counter._mu)
     # ``fn`` and ``args`` (the last references, maybe) go after the unlock.
+    if fn is not NULL:
+        TW_DECREF(fn)
     return True
 
 
@@ -634,7 +670,8 @@ cdef object _postpone_locked(TimerTask self, object delay_ms):
     cdef unsigned char old_is_int, state
     cdef int64_t delay_ns = _delay_to_ns(delay_ms)  # validate before locking
     cdef PyObject *owner = NULL
-    bucket = _lock_task(self)
+    cdef PyObject *b = _lock_task(self)
+    bucket = <TimerTaskList>b if b is not NULL else None
     try:
         state = _state_of(self)
         if state != PENDING and state != EXPIRED:
@@ -1605,15 +1642,17 @@ Initialize self.  See help(type(self)) for accurate signature."""
     @cython.final
     cdef int _place(self, TimerTask task, int64_t now_ns, int64_t expiration) except -1:
         # Link an unlinked task into the wheel, or make it ready if due.
-        cdef list heap = self._queue._heap
-        cdef Py_ssize_t before = PyList_GET_SIZE(heap)
+        # Borrowed (the queue owns it): no reference count traffic on a list
+        # that every thread adding to this timer reads.
+        cdef PyObject *heap = <PyObject *>self._queue._heap
+        cdef Py_ssize_t before = PyList_GET_SIZE(<object>heap)
         task._expiration_ms = expiration
         tw_store_u8(&task._state, PENDING)
         # "Due" is judged on the timer's clock: the wheel's own clock only
         # moves when a bucket is polled and may lag behind it.
         if expiration * NS_PER_MS > now_ns and self._wheel._add(task):
-            return (PyList_GET_SIZE(heap) > before
-                    and <PyObject *>PyList_GET_ITEM(heap, 0) == <PyObject *>task._list)
+            return (PyList_GET_SIZE(<object>heap) > before
+                    and <PyObject *>PyList_GET_ITEM(<object>heap, 0) == <PyObject *>task._list)
         self._expire(task)
         self._ready.append(task)
         return 1
