@@ -144,6 +144,22 @@ cdef int _past_clock_end(object delay_ms, int64_t now_ms) except -1:
     )
 
 
+cdef extern from *:
+    """
+    /* An int of one digit (|v| < 2**30; 3.12+ public unstable API): its
+       value without a call.  Every such value is a valid delay in ms. */
+    #if PY_VERSION_HEX >= 0x030C0000
+    #define TW_SMALL_INT(o, out) \
+        (PyUnstable_Long_IsCompact((PyLongObject *)(o)) \
+         ? (*(out) = (long long)PyUnstable_Long_CompactValue((PyLongObject *)(o)), 1) \
+         : 0)
+    #else
+    #define TW_SMALL_INT(o, out) 0
+    #endif
+    """
+    bint TW_SMALL_INT(object o, long long *out) noexcept
+
+
 cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
     """Validate a delay in milliseconds and return it in nanoseconds (rounded up).
 
@@ -153,6 +169,11 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
     cdef int overflow = 0
     cdef double d
     if type(delay_ms) is int:
+        if TW_SMALL_INT(delay_ms, &value):  # 2**30 ms < C_MAX_DELAY_MS
+            if task is not None:
+                task._delay_ms = <double>value
+                task._delay_is_int = True
+            return value * NS_PER_MS
         value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
         if overflow == 0 and -C_MAX_DELAY_MS <= value <= C_MAX_DELAY_MS:
             if task is not None:
