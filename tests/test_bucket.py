@@ -150,3 +150,29 @@ def test_bucket_cancel_unlinks_a_task_added_by_hand(impl):
     assert b1.entries() == [tasks[1]]
     # A task never linked anywhere still has nothing to cancel.
     assert impl.TimerTask(0, print).cancel() is False
+
+
+def test_cancel_in_a_bucket_only_its_tasks_hold(impl):
+    """The last reference to a bucket linked by hand may be its tasks' own:
+    cancelling them frees it, and nothing touches it afterwards (the
+    compiled cancel passes the bucket on borrowed).  Both a task linked by
+    hand and one moved there by hand from a timer's wheel."""
+    import gc
+    import sys
+
+    counter = impl.TaskCounter()
+    bucket = impl.TimerTaskList(counter)
+    idle = impl.TimerTask(0, print)
+    bucket.add(idle)
+    timer = impl.TimerCore(manual=True)
+    moved = timer.schedule(50, print)
+    bucket.add(moved)  # out of the wheel's bucket, into this one
+    with_bucket = sys.getrefcount(counter)  # ours, the bucket's, the call's
+    del bucket
+    gc.collect()
+    assert sys.getrefcount(counter) == with_bucket  # the tasks keep the bucket
+    assert idle.cancel() is True and idle.list is None
+    assert moved.cancel() is True and moved.list is None
+    assert moved.cancelled and moved.fn is None and counter.value == 0
+    gc.collect()
+    assert sys.getrefcount(counter) == with_bucket - 1  # the bucket is gone

@@ -53,7 +53,8 @@
 #     the bucket found this way is used as a borrowed pointer (no reference
 #     count traffic on an object every thread of the timer touches).  So a
 #     timer must outlive the cancel()/postpone() calls other threads make on
-#     its tasks: close() it before dropping it (docs/freethreading.md).
+#     its tasks: close() it before dropping it (docs/freethreading.md).  (A
+#     bucket linked by hand, which no timer owns, is referenced for the call.)
 #   - Under the lock no Python code runs: no user callable, no __del__ (a
 #     cancelled or finished task's callable is released after unlocking),
 #     no _on_wake hook.  So the lock is never taken twice by one thread and
@@ -221,6 +222,7 @@ cdef class TimerCore:
 
     cdef int64_t _now_ns(self) except? -1
     cdef TimerTask _schedule_new(self, object delay_ms, object fn)
+    cdef object _schedule_small(self, long long delay_ms, PyObject *fn)
     cdef TimerTask _link_new(self, TimerTask task, object delay_ms)
     cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs)
     cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,

@@ -158,6 +158,9 @@ cdef extern from *:
     #endif
     """
     bint TW_SMALL_INT(object o, long long *out) noexcept
+    # The same on a borrowed pointer, and PyLong_CheckExact on one.
+    bint TW_SMALL_INT_P "TW_SMALL_INT"(PyObject *o, long long *out) noexcept
+    bint TW_INT_EXACT "PyLong_CheckExact"(PyObject *o) noexcept
 
 
 cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
@@ -255,7 +258,8 @@ cdef inline void _release(TimerTask task) noexcept:
     # Drop the callable so no cycle through this (untracked) node survives.
     if task._fn is not None:
         task._spent = True
-        task._args = ()
+        if <PyObject *>task._args != <PyObject *>_EMPTY:  # most tasks have none
+            task._args = ()
         task._fn = None
 
 
@@ -544,23 +548,26 @@ Initialize self.  See help(type(self)) for accurate signature."""
         :return: True iff the task was pending (or linked in a bucket by
             TimerTaskList.add) and now never runs
         """
-        cdef TimerTaskList bucket
+        cdef PyObject *bucket
         if TW_FT_LOCKS:
             # Free-threaded: under the timer's lock (see _wheel.pxd); the
             # callable is released after unlocking (its __del__ may call us).
             return _cancel_locked(self)
-        bucket = self._list
+        # Borrowed: the bucket is not touched after the task drops its
+        # reference to it (_unlink; the counter is updated first below).
+        bucket = <PyObject *>self._list
         if self._state == PENDING:
-            if bucket is not None and self._next is not NULL:
-                bucket._unlink(self)
+            if bucket != <PyObject *>None and self._next is not NULL:
+                (<TimerTaskList>bucket)._unlink(self)
         elif self._state == EXPIRED:
-            if bucket is not None:
-                tw_atomic_add_ssize(&bucket._counter.value, -1)
+            if bucket != <PyObject *>None:
+                tw_atomic_add_ssize(&(<TimerTaskList>bucket)._counter.value, -1)
             _set_list(self, None)
-        elif self._state == IDLE and self._next is not NULL and bucket is not None:
+        elif (self._state == IDLE and self._next is not NULL
+              and bucket != <PyObject *>None):
             # Linked by hand with TimerTaskList.add (Kafka's TimerTaskListTest):
             # off the common path, which tests PENDING first.
-            bucket._unlink(self)
+            (<TimerTaskList>bucket)._unlink(self)
         else:
             return False
         tw_store_u8(&self._state, CANCELLED)
@@ -650,6 +657,11 @@ cdef object _cancel_locked(TimerTask self):
     cdef PyObject *b = _lock_task(self)
     cdef PyObject *fn = NULL
     cdef object args = None
+    cdef object keep = None
+    if b is not NULL and (<TimerTaskList>b)._counter._owner is None:
+        # A bucket linked by hand (no timer keeps it alive): the unlink may
+        # drop its last reference, and the unlock below still needs it.
+        keep = <object>b
     # One read: with no bucket (no lock held) the state may change meanwhile.
     cdef unsigned char state = _state_of(self)
     if state == PENDING:
@@ -835,17 +847,19 @@ cdef class TimerTaskList:
     cdef void _unlink(self, TimerTaskEntry entry) noexcept:
         # Drops the ring's reference last: the caller holds its own (a Cython
         # argument is a borrowed reference its caller keeps alive), so the
-        # entry is never freed here.  The bucket stays referenced by its
-        # wheel, so dropping entry._list frees nothing either.
+        # entry is never freed here.  The bucket is not touched after the
+        # entry lets go of it: a bucket linked by hand (TimerTaskList.add)
+        # may have had no other owner, and TimerTask.cancel passes it
+        # borrowed.
         cdef PyObject *prev = entry._prev
         cdef PyObject *nxt = entry._next
         (<TimerTaskEntry>prev)._next = nxt
         (<TimerTaskEntry>nxt)._prev = prev
         entry._prev = NULL
         entry._next = NULL
-        _set_list(entry, None)
         self._size -= 1
         tw_atomic_add_ssize(&self._counter.value, -1)
+        _set_list(entry, None)
         TW_DECREF(<PyObject *>entry)
 
     cdef PyObject **_detach(self) except NULL:
@@ -1575,6 +1589,28 @@ Initialize self.  See help(type(self)) for accurate signature."""
         return self._link_new(_new_task(fn, ()), delay_ms)
 
     @cython.final
+    cdef object _schedule_small(self, long long delay_ms, PyObject *fn):
+        # schedule(delay_ms, fn) on a GIL build with an int delay in range
+        # (_schedule_fastcall checks it) and a callable fn: _schedule_new,
+        # _link_new, _delay_to_ns and _add_new in one frame, on borrowed
+        # arguments (each frame less saves its calls and the reference
+        # count traffic of passing the task back; bench/README.md).
+        if self._closed:
+            raise RuntimeError("timer is closed")
+        cdef TimerTask task = TimerTask.__new__(TimerTask)
+        task._fn = <object>fn
+        task._args = ()
+        task._delay_ms = <double>delay_ms
+        task._delay_is_int = True
+        cdef int64_t delay_ns = delay_ms * NS_PER_MS
+        cdef int64_t now_ns = self._now_ns()
+        cdef int64_t expiration = self._expiration_for(task, now_ns, delay_ns)
+        task._early_ns = _early_of(expiration, now_ns + delay_ns)
+        if self._place(task, now_ns, expiration):
+            self._on_wake()
+        return task
+
+    @cython.final
     cdef TimerTask _link_new(self, TimerTask task, object delay_ms):
         # A task made here is idle and holds its callable: _add's checks for
         # a re-added task are skipped.
@@ -2074,10 +2110,19 @@ cdef extern from "Python.h":
 cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
                                PyObject *kwnames):
     cdef Py_ssize_t i, nkw
+    cdef long long small
+    cdef int overflow = 0
     if nargs == 2 and (kwnames is NULL or PyTuple_GET_SIZE(<object>kwnames) == 0):
         # schedule(delay_ms, fn): the arguments stay borrowed, no tuple.
         if not TW_CALLABLE(args[1]):
             raise TypeError(f"fn must be callable, got {<object>args[1]!r}")
+        if not TW_FT_LOCKS and TW_INT_EXACT(args[0]):
+            # An int delay in range (as _delay_to_ns checks it): one frame.
+            if not TW_SMALL_INT_P(args[0], &small):
+                small = PyLong_AsLongLongAndOverflow(<object>args[0], &overflow)
+                if overflow or not -C_MAX_DELAY_MS <= small <= C_MAX_DELAY_MS:
+                    return (<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
+            return (<TimerCore>self)._schedule_small(small, args[1])
         return (<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
     cdef dict kwargs = None
     if nargs < 2:
