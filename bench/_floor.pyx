@@ -6,8 +6,16 @@ nothing else: read CLOCK_MONOTONIC (the clock ``time.monotonic_ns`` reads)
 and add the delay.  Timing the benchmark loops with it (and ``id`` as
 cancel) shows how much of a tickwheel iteration is the Python loop and the
 clock, which no timer can avoid, and how much is left to the wheel.
+``ClockHandle.schedule`` also returns what every timer's schedule must
+return, a new handle that can be cancelled: an object with the deadline and
+the callable, from a freelist (as tickwheel's nodes and CPython's lists
+come), whose ``cancel`` drops the callable.  It is the floor for a call of
+tickwheel's shape (schedule returns an object, cancel is a method of its
+type), which is the wheel's cost with the wheel taken out.
 Compiled on first use by ``pyximport`` (bench/measure.py).
 """
+
+cimport cython
 
 cdef extern from "<time.h>" nogil:
     ctypedef int clockid_t
@@ -29,3 +37,34 @@ cdef class ClockOnly:
             ts.tv_sec * 1_000_000_000LL + ts.tv_nsec + <long long>delay_ms * 1_000_000
         )
         return fn
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(256)
+cdef class Handle:
+    """A cancellable handle: a deadline and the callable, nothing else.
+
+    Untracked by the garbage collector, as tickwheel's nodes are (a handle
+    refers to no container of its own).
+    """
+    cdef long long deadline_ns
+    cdef object fn
+
+    def cancel(self):
+        """Drop the callable; True iff it was still there."""
+        if self.fn is None:
+            return False
+        self.fn = None
+        return True
+
+
+cdef class ClockHandle:
+    def schedule(self, delay_ms, fn):
+        """Compute the deadline as a timer would; return a new Handle."""
+        cdef timespec ts
+        cdef Handle h = Handle.__new__(Handle)
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        h.deadline_ns = ts.tv_sec * 1_000_000_000LL + ts.tv_nsec + <long long>delay_ms * 1_000_000
+        h.fn = fn
+        return h

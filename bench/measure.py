@@ -47,6 +47,7 @@ import itertools
 import json
 import operator
 import os
+import platform
 import random
 import resource
 import statistics
@@ -546,19 +547,27 @@ class _Floor:
     ``floor``: ``operator.is_`` as schedule, ``id`` as cancel (two C calls
     that do nothing).  ``floor-clock``: schedule reads the clock and adds
     the delay (bench/_floor.pyx), which any relative-delay timer must do.
+    ``floor-handle``: that, and schedule returns a new cancellable handle
+    (a freelisted compiled object holding the deadline and the callable)
+    whose type's ``cancel`` drops the callable: tickwheel's call shape with
+    no wheel behind it.
     """
 
-    def __init__(self, clock: bool) -> None:
+    def __init__(self, kind: str) -> None:
         self.cancel = id
-        if clock:
-            import pyximport
+        if kind == "floor":
+            self.schedule = operator.is_
+            return
+        import pyximport
 
-            pyximport.install(language_level=3, inplace=False)
-            from _floor import ClockOnly
+        pyximport.install(language_level=3, inplace=False)
+        from _floor import ClockHandle, ClockOnly, Handle
 
+        if kind == "floor-clock":
             self.schedule = ClockOnly().schedule
         else:
-            self.schedule = operator.is_
+            self.schedule = ClockHandle().schedule
+            self.cancel = Handle.cancel
 
     def close(self) -> None:
         pass
@@ -567,8 +576,8 @@ class _Floor:
 def _make(impl: str) -> Any:
     if impl == "sched":
         return SchedTimer()
-    if impl in ("floor", "floor-clock"):
-        return _Floor(clock=impl == "floor-clock")
+    if impl in FLOOR_IMPLS:
+        return _Floor(impl)
     return factories()[impl]()
 
 
@@ -614,7 +623,9 @@ INTERLEAVED_IMPLS = [
     "tickwheel-py",
     "floor",
     "floor-clock",
+    "floor-handle",
 ]
+FLOOR_IMPLS = ("floor", "floor-clock", "floor-handle")
 
 
 def interleaved(impl: str, n: int, rounds: int = 7) -> dict[str, Any]:
@@ -629,7 +640,7 @@ def interleaved(impl: str, n: int, rounds: int = 7) -> dict[str, Any]:
     or a comma-separated list; tickwheel is always included (the reference).
     """
     names = INTERLEAVED_IMPLS if impl == "all" else ["tickwheel", *impl.split(",")]
-    available = {**factories(), "floor": None, "floor-clock": None}
+    available = {**factories(), **dict.fromkeys(FLOOR_IMPLS)}
     # uvloop only where it is installed
     names = list(dict.fromkeys(x for x in names if x in available))
     rnd = random.Random(20261122)  # the suite's delays (bench/conftest.py)
@@ -701,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     result.update(
         what=args.what,
         impl=args.impl,
+        python=platform.python_version(),
         peak_rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
     )
     print(json.dumps(result))

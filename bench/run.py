@@ -188,31 +188,53 @@ def _curves(report: dict[str, Any]) -> dict[str, dict[str, dict[int, float]]]:
 
 
 FLOORS = ("floor", "floor-clock")
+HANDLE_FLOOR = "floor-handle"  # later runs only: a report without it renders as before
 
 
 def _floor_note(workloads: dict[str, Any]) -> str:
-    """Where a tickwheel iteration goes, from the two floor rows."""
+    """Where a tickwheel iteration goes, from the floor rows."""
     parts = []
+    with_handle = False
     for group, row in workloads.items():
         if not all(k in row for k in ("tickwheel", *FLOORS)):
             continue
         tw, fl, fc = (row[k]["median_ns"] for k in ("tickwheel", *FLOORS))
-        part = (
-            f"{group}: of tickwheel's {tw:,.0f} ns, the loop and two C calls "
-            f"take {fl:,.0f} (`floor`), reading the clock {fc - fl:,.0f} more "
-            f"(`floor-clock`), the wheel {tw - fc:,.0f}"
-        )
+        fh = row[HANDLE_FLOOR]["median_ns"] if HANDLE_FLOOR in row else None
+        if fh is None:
+            part = (
+                f"{group}: of tickwheel's {tw:,.0f} ns, the loop and two C calls "
+                f"take {fl:,.0f} (`floor`), reading the clock {fc - fl:,.0f} more "
+                f"(`floor-clock`), the wheel {tw - fc:,.0f}"
+            )
+            bound, name = fc, "floor-clock"
+            what = "reads the clock"
+        else:
+            with_handle = True
+            part = (
+                f"{group}: of tickwheel's {tw:,.0f} ns, the loop and two C calls "
+                f"take {fl:,.0f} (`floor`), reading the clock {fc - fl:,.0f} more "
+                f"(`floor-clock`), returning a new cancellable handle "
+                f"{fh - fc:,.0f} more (`floor-handle`), the wheel {tw - fh:,.0f} "
+                f"(tickwheel ÷ floor-handle = {tw / fh:.2f}×)"
+            )
+            bound, name = fh, "floor-handle"
+            what = "returns a handle"
         if "heapq" in row:
             part += (
-                f"; heapq ÷ floor-clock = {row['heapq']['median_ns'] / fc:.1f}×, "
-                "the most any timer that reads the clock could show against heapq"
+                f"; heapq ÷ {name} = {row['heapq']['median_ns'] / bound:.1f}×, "
+                f"the most any timer that {what} could show against heapq"
             )
         parts.append(part)
-    return (
+    head = (
         "Floors (no timer): `floor` calls `operator.is_` and `id`, `floor-clock` "
         "a compiled schedule that only reads CLOCK_MONOTONIC and adds the delay "
-        "(bench/_floor.pyx); ratios of medians. " + ". ".join(parts) + "."
     )
+    if with_handle:
+        head += (
+            "and `floor-handle` one that also returns a new handle (a freelisted "
+            "compiled object) whose type's `cancel` drops the callable "
+        )
+    return head + "(bench/_floor.pyx); ratios of medians. " + ". ".join(parts) + "."
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -253,7 +275,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             "in the same round (min–max)",
             "",
         ]
-        present = [*impls, *FLOORS]
+        present = [*impls, *FLOORS, HANDLE_FLOOR]
         names = [i for i in present if any(i in w for w in inter["workloads"].values())]
         out.append("| workload | " + " | ".join(names) + " |")
         out.append("|---|" + "---|" * len(names))

@@ -9,7 +9,15 @@ what it held when every timer is cancelled.
 from __future__ import annotations
 
 import pytest
-from measure import LATENESS, STALL_POLICIES, gc_pause, interleaved, memory, stall
+from measure import (
+    LATENESS,
+    STALL_POLICIES,
+    _make,
+    gc_pause,
+    interleaved,
+    memory,
+    stall,
+)
 
 
 @pytest.mark.parametrize("impl", sorted(LATENESS))
@@ -61,9 +69,19 @@ def test_interleaved_smoke():
 
 
 def test_interleaved_runs_the_floors():
-    # bench/_floor.pyx compiles (pyximport) and both floors run the loops;
+    # bench/_floor.pyx compiles (pyximport) and the floors run the loops;
     # their speed is for bench/run.py to report, not for a smoke test.
-    result = interleaved("floor,floor-clock", 2_000, rounds=3)
+    result = interleaved("floor,floor-clock,floor-handle", 2_000, rounds=3)
     for row in result["workloads"].values():
-        assert sorted(row) == ["floor", "floor-clock", "tickwheel"]
+        assert sorted(row) == ["floor", "floor-clock", "floor-handle", "tickwheel"]
         assert all(r["median_ns"] > 0 for r in row.values())
+
+
+def test_floor_handle_is_a_handle():
+    # The allocating floor returns a new handle per call, holding the
+    # callable until its cancel drops it (once).
+    floor = _make("floor-handle")
+    a, b = floor.schedule(5, print), floor.schedule(5, print)
+    assert a is not b and type(a).__name__ == "Handle"
+    assert floor.cancel(a) is True and floor.cancel(a) is False
+    assert floor.cancel(b) is True

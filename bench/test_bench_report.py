@@ -31,3 +31,22 @@ def test_in_run_order_puts_rows_in_the_run_order():
     assert list(out["lateness"]) == ["floor-spin", "tickwheel", "uvloop", "zzz-new"]
     assert list(out["memory"]) == ["tickwheel", "heapq", "uvloop"]
     assert out["stall"] == {} and out["gc"] == {}
+
+
+def test_floor_note_with_the_handle_floor():
+    # A run that measured floor-handle says where the wheel's own time is,
+    # and bounds heapq's ratio by that floor rather than floor-clock's.
+    def ns(v: float) -> dict:
+        return {"median_ns": v}
+
+    row = {
+        "tickwheel": ns(120),
+        "floor": ns(30),
+        "floor-clock": ns(60),
+        "floor-handle": ns(90),
+        "heapq": ns(450),
+    }
+    note = run._floor_note({"W1-add": row})
+    assert "returning a new cancellable handle 30 more (`floor-handle`)" in note
+    assert "the wheel 30 (tickwheel ÷ floor-handle = 1.33×)" in note
+    assert "heapq ÷ floor-handle = 5.0×" in note
