@@ -157,10 +157,18 @@ cdef extern from *:
     #define TW_SMALL_INT(o, out) 0
     #endif
     """
-    bint TW_SMALL_INT(object o, long long *out) noexcept
-    # The same on a borrowed pointer, and PyLong_CheckExact on one.
-    bint TW_SMALL_INT_P "TW_SMALL_INT"(PyObject *o, long long *out) noexcept
+    bint TW_SMALL_INT(PyObject *o, long long *out) noexcept
     bint TW_INT_EXACT "PyLong_CheckExact"(PyObject *o) noexcept
+
+
+cdef inline bint _int_ms(PyObject *delay_ms, long long *out) noexcept:
+    # An exact int's value, True iff it is a valid delay in ms (one-digit
+    # ints without a call on 3.12+: 2**30 ms < C_MAX_DELAY_MS).
+    cdef int overflow = 0
+    if TW_SMALL_INT(delay_ms, out):
+        return True
+    out[0] = PyLong_AsLongLongAndOverflow(<object>delay_ms, &overflow)
+    return overflow == 0 and -C_MAX_DELAY_MS <= out[0] <= C_MAX_DELAY_MS
 
 
 cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
@@ -169,16 +177,9 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
     With ``task``, also store the delay on it (as given: int or float).
     """
     cdef long long value
-    cdef int overflow = 0
     cdef double d
     if type(delay_ms) is int:
-        if TW_SMALL_INT(delay_ms, &value):  # 2**30 ms < C_MAX_DELAY_MS
-            if task is not None:
-                task._delay_ms = <double>value
-                task._delay_is_int = True
-            return value * NS_PER_MS
-        value = PyLong_AsLongLongAndOverflow(delay_ms, &overflow)
-        if overflow == 0 and -C_MAX_DELAY_MS <= value <= C_MAX_DELAY_MS:
+        if _int_ms(<PyObject *>delay_ms, &value):
             if task is not None:
                 task._delay_ms = <double>value
                 task._delay_is_int = True
@@ -1590,18 +1591,19 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
     @cython.final
     cdef object _schedule_small(self, long long delay_ms, PyObject *fn):
-        # schedule(delay_ms, fn) on a GIL build with an int delay in range
-        # (_schedule_fastcall checks it) and a callable fn: _schedule_new,
-        # _link_new, _delay_to_ns and _add_new in one frame, on borrowed
-        # arguments (each frame less saves its calls and the reference
-        # count traffic of passing the task back; bench/README.md).
-        if self._closed:
-            raise RuntimeError("timer is closed")
+        # schedule(delay_ms, fn) on a GIL build with a valid int delay
+        # (_schedule_fastcall checks it with _int_ms) and a callable fn:
+        # _schedule_new, _link_new and _delay_to_ns in one frame, on borrowed
+        # arguments (each frame less saves its call and the reference count
+        # traffic of passing the task back; bench/README.md).
         cdef TimerTask task = TimerTask.__new__(TimerTask)
         task._fn = <object>fn
         task._args = ()
         task._delay_ms = <double>delay_ms
         task._delay_is_int = True
+        # _add_new's body, inline (as a call it costs W2 15-27 instructions)
+        if self._closed:
+            raise RuntimeError("timer is closed")
         cdef int64_t delay_ns = delay_ms * NS_PER_MS
         cdef int64_t now_ns = self._now_ns()
         cdef int64_t expiration = self._expiration_for(task, now_ns, delay_ns)
@@ -2111,17 +2113,11 @@ cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
                                PyObject *kwnames):
     cdef Py_ssize_t i, nkw
     cdef long long small
-    cdef int overflow = 0
     if nargs == 2 and (kwnames is NULL or PyTuple_GET_SIZE(<object>kwnames) == 0):
         # schedule(delay_ms, fn): the arguments stay borrowed, no tuple.
         if not TW_CALLABLE(args[1]):
             raise TypeError(f"fn must be callable, got {<object>args[1]!r}")
-        if not TW_FT_LOCKS and TW_INT_EXACT(args[0]):
-            # An int delay in range (as _delay_to_ns checks it): one frame.
-            if not TW_SMALL_INT_P(args[0], &small):
-                small = PyLong_AsLongLongAndOverflow(<object>args[0], &overflow)
-                if overflow or not -C_MAX_DELAY_MS <= small <= C_MAX_DELAY_MS:
-                    return (<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
+        if not TW_FT_LOCKS and TW_INT_EXACT(args[0]) and _int_ms(args[0], &small):
             return (<TimerCore>self)._schedule_small(small, args[1])
         return (<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
     cdef dict kwargs = None
