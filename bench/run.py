@@ -200,25 +200,22 @@ def _floor_note(workloads: dict[str, Any]) -> str:
             continue
         tw, fl, fc = (row[k]["median_ns"] for k in ("tickwheel", *FLOORS))
         fh = row[HANDLE_FLOOR]["median_ns"] if HANDLE_FLOOR in row else None
+        part = (
+            f"{group}: of tickwheel's {tw:,.0f} ns, the loop and two C calls "
+            f"take {fl:,.0f} (`floor`), reading the clock {fc - fl:,.0f} more "
+            f"(`floor-clock`), "
+        )
         if fh is None:
-            part = (
-                f"{group}: of tickwheel's {tw:,.0f} ns, the loop and two C calls "
-                f"take {fl:,.0f} (`floor`), reading the clock {fc - fl:,.0f} more "
-                f"(`floor-clock`), the wheel {tw - fc:,.0f}"
-            )
-            bound, name = fc, "floor-clock"
-            what = "reads the clock"
+            part += f"the wheel {tw - fc:,.0f}"
+            bound, name, what = fc, "floor-clock", "reads the clock"
         else:
             with_handle = True
-            part = (
-                f"{group}: of tickwheel's {tw:,.0f} ns, the loop and two C calls "
-                f"take {fl:,.0f} (`floor`), reading the clock {fc - fl:,.0f} more "
-                f"(`floor-clock`), returning a new cancellable handle "
-                f"{fh - fc:,.0f} more (`floor-handle`), the wheel {tw - fh:,.0f} "
+            part += (
+                f"returning a new cancellable handle {fh - fc:,.0f} more "
+                f"(`floor-handle`), the wheel {tw - fh:,.0f} "
                 f"(tickwheel ÷ floor-handle = {tw / fh:.2f}×)"
             )
-            bound, name = fh, "floor-handle"
-            what = "returns a handle"
+            bound, name, what = fh, "floor-handle", "returns a handle"
         if "heapq" in row:
             part += (
                 f"; heapq ÷ {name} = {row['heapq']['median_ns'] / bound:.1f}×, "
