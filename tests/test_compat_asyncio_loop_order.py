@@ -233,9 +233,11 @@ def _reply_race(loop: asyncio.AbstractEventLoop, rounds: int) -> tuple[int, int]
 
     The reply is scheduled ~300 us after the timeout, so its deadline is
     ~700 us earlier and asyncio runs it first.  Returns (rounds decided
-    against the earlier deadline, rounds compared); a round whose two
-    deadlines ended up within 50 us of each other (a preempted spin on a
-    loaded host) is not compared.
+    against the earlier deadline, rounds compared).  The deadlines are the
+    handles' own (``when()``), so a thread preempted between reading the
+    clock and scheduling cannot make a right order look wrong; a round whose
+    two deadlines ended up within 50 us of each other (a spin preempted for
+    a millisecond on a loaded host) is not compared.
     """
 
     async def main() -> tuple[int, int]:
@@ -246,15 +248,13 @@ def _reply_race(loop: asyncio.AbstractEventLoop, rounds: int) -> tuple[int, int]
             deadlines: dict[str, float] = {}
 
             def schedule() -> None:
-                deadlines["timeout"] = time.monotonic() + 0.002
-                lp.call_later(
+                deadlines["timeout"] = lp.call_later(
                     0.002, lambda: closed.done() or closed.set_result("timeout")
-                )
+                ).when()
                 _spin(0.0003)
-                deadlines["reply"] = time.monotonic() + 0.001
-                lp.call_later(
+                deadlines["reply"] = lp.call_later(
                     0.001, lambda: closed.done() or closed.set_result("reply")
-                )
+                ).when()
 
             lp.call_soon(schedule)
             winner = await closed
