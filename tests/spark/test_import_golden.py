@@ -81,6 +81,25 @@ def test_sample_import_matches_main(sample_import: Any) -> None:
     assert got["summary"] == want["summary"]
 
 
+def test_sample_import_non_null_columns(sample_import: Any) -> None:
+    """The columns the schema says are never null stay so (the fingerprint
+    holds types only; ``bench/compare_import.py`` compares nullability on
+    the bench's logs): c76dfaf wrote events with ``kind`` and
+    ``log_request_id`` non-null and every skipped column nullable."""
+    import pyarrow.parquet as pq
+
+    out, _ = sample_import
+    required = {
+        name: [
+            f.name
+            for f in pq.read_table(os.path.join(out, name)).schema
+            if not f.nullable
+        ]
+        for name in ("events", "skipped")
+    }
+    assert required == {"events": ["kind", "log_request_id"], "skipped": []}
+
+
 def test_sample_import_spark_jobs(sample_import: Any) -> None:
     _, jobs = sample_import
     assert 0 < jobs <= MAX_JOBS, jobs

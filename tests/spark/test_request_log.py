@@ -201,10 +201,10 @@ def test_import_restores_the_session_settings(spark: Any, tmp_path: Path) -> Non
     from tickwheel.spark.request_log import IMPORT_SQL_CONF, run_import
 
     generate(60, 4, seed=9).write(str(tmp_path / "logs"))
-    (limit,) = IMPORT_SQL_CONF
+    assert IMPORT_SQL_CONF
     conf = spark.conf
     conf.set("spark.sql.files.maxPartitionBytes", "77m")
-    assert conf.get(limit, None) is None
+    assert all(conf.get(key, None) is None for key in IMPORT_SQL_CONF)
     try:
         run_import(
             [str(tmp_path / "logs")],
@@ -213,7 +213,9 @@ def test_import_restores_the_session_settings(spark: Any, tmp_path: Path) -> Non
             out=io.StringIO(),
         )
         assert conf.get("spark.sql.files.maxPartitionBytes") == "77m"
-        assert conf.get(limit, None) is None
+        assert {key: conf.get(key, None) for key in IMPORT_SQL_CONF} == dict.fromkeys(
+            IMPORT_SQL_CONF
+        )
     finally:
         conf.unset("spark.sql.files.maxPartitionBytes")
     assert (tmp_path / "out" / "_SUCCESS").exists()

@@ -291,21 +291,23 @@ def read_topic_ids(path: str) -> dict[str, str]:
 
 # -- Spark ---------------------------------------------------------------------------
 #
-# The plan, and why (issue 31: the import at the plain parse-and-write's speed):
+# The plan, and why (the import at the plain parse-and-write's speed):
 #
-# 1. ``lines``: one row per input line, parsed once (``from_json``) and
-#    persisted, slim: the header fields, the times, and the produce or
-#    follower-fetch partitions as small arrays; never the nested request and
-#    response themselves.  The line counts are the job that fills it, with
-#    the input split by size (``_split_bytes``), not one task per file.
-# 2. The produce rows: one per partition, through the window over each
-#    partition's appends (``_with_end_offsets``, a shuffle); persisted, so
-#    the window runs once, not once per output.  The follower-fetch rows and
-#    the unparseable lines are selects of the cached ``lines``, cheaper to
-#    redo than to cache.
-# 3. ``events/`` and ``skipped/`` are two filters of the union of those
-#    rows; the summary's counts are aggregates of the same rows, not reads
-#    of what was just written.
+# 1. ``lines``: one row per input line, parsed once (``from_json``), slim:
+#    the header fields, the times, and the produce or follower-fetch
+#    partitions as small arrays; never the nested request and response
+#    themselves.  The input is split by size (``_split_bytes``), not one
+#    task per file.
+# 2. ``rows`` (``_import_rows``): one branch over ``lines``, no union and no
+#    filter-and-complement, each of which would run the parse again: one
+#    explode gives every produce partition, follower-fetch partition and
+#    unparseable line its row (and every other line one row, for the
+#    counts), and one window over all of them gives each append its end
+#    offset.
+# 3. ``rows`` is persisted (uncompressed: Spark's in-memory compression cost
+#    more CPU than it saved), and filled by the first write, ``events/``;
+#    ``skipped/`` and the summary's counts (one small aggregate and one
+#    distinct count) are read from it, never from what was just written.
 # Measured in bench/README.md ("Importing a request log").
 def _json_body(value: Any) -> tuple[Any, Any]:
     """(is a request-log line, its JSON object or null).
@@ -561,88 +563,6 @@ def _produce_parts(key: Any) -> Any:
     )
 
 
-def _produce_rows(lines: Any) -> Any:
-    """The produce lines' rows (``ROW_COLUMNS``): one per partition."""
-    from pyspark.sql import functions as F
-
-    rows = (
-        lines.where(F.col("api_key") == 0)
-        .select("*", F.explode_outer("produce_parts").alias("p"))
-        .select(
-            F.col("line_id").alias("log_request_id"),
-            F.monotonically_increasing_id().alias("request_id"),
-            F.col("p.partition").alias("partition"),
-            F.col("p.r.error").alias("error"),
-            F.col("p.r.base").alias("base"),
-            "acks",
-            "timeout_ms",
-            _ceil_ms(F.col("effect_us")).alias("ts_ms"),
-            "request_partitions",
-            "remote_time_ms",
-            "client_id",
-            "correlation_id",
-            "connection",
-            "api_version",
-            "completed_ms",
-        )
-    )
-    return _select(
-        _with_end_offsets(_skip_reason(rows)),
-        ROW_COLUMNS,
-        kind=F.lit("produce"),
-        api=F.lit("PRODUCE"),
-        required_offset="next_base",
-        broker_error_code="error",
-    )
-
-
-def _skip_reason(rows: Any) -> Any:
-    """``reason``: why a produce partition never waited in the purgatory, or null."""
-    from pyspark.sql import functions as F
-
-    error, acks = F.col("error"), F.col("acks")
-    first_reason = (
-        F.when(F.col("partition").isNull(), F.lit("produce without partitions"))
-        .when(acks == 0, F.lit("acks=0"))
-        .when(acks == 1, F.lit("acks=1"))
-        .when(acks != -1, F.concat(F.lit("acks="), acks.cast("string")))
-        .when(error.isNull(), F.lit("no response for the partition"))
-        .when(~error.isin(0, REQUEST_TIMED_OUT), _reason_for_error(error, "error "))
-        .when(F.col("base").isNull() | (F.col("base") < 0), F.lit("no baseOffset"))
-        .when(F.col("ts_ms").isNull(), F.lit("no request times"))
-        .when(F.col("timeout_ms").isNull(), F.lit("no timeoutMs"))
-    )
-    return rows.withColumn("reason", first_reason)
-
-
-def _with_end_offsets(rows: Any) -> Any:
-    """``next_base``: the end offset of each append (the next one's baseOffset)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    # The end offset of an append is the next append's baseOffset on the
-    # partition: every append with a base offset counts, whatever its acks.
-    appended = F.col("base") >= 0
-    by_offset = Window.partitionBy("partition").orderBy("base")
-    with_next = rows.where(appended).withColumn(
-        "next_base", F.lead("base").over(by_offset)
-    )
-    final = with_next.withColumn(
-        "reason",
-        F.coalesce(
-            F.col("reason"),
-            F.when(
-                F.col("next_base").isNull(),
-                F.lit("no later append on the partition (end offset unknown)"),
-            ).when(F.col("next_base") <= F.col("base"), F.lit("baseOffset repeats")),
-        ),
-    )
-    not_appended = rows.where(~appended | F.col("base").isNull()).withColumn(
-        "next_base", F.lit(None).cast("long")
-    )
-    return final.unionByName(not_appended)
-
-
 def _fetch_errors() -> Any:
     """Each partition of a fetch response: (key, error)."""
     from pyspark.sql import functions as F
@@ -684,31 +604,31 @@ def _fetch_parts(key: Any) -> Any:
     )
 
 
-def _fetch_rows(lines: Any) -> Any:
-    """The follower fetch lines' rows (``ROW_COLUMNS``): one per partition."""
+def _produce_reason() -> Any:
+    """Why a produce partition never waited in the purgatory, or null (the
+    window's reasons come later, in :func:`_import_rows`)."""
     from pyspark.sql import functions as F
 
-    follower = (F.col("api_key") == 1) & (F.col("replica") >= 0)
-    rows = (
-        lines.where(follower)
-        .select("*", F.explode("fetch_parts").alias("p"))
-        .select(
-            _ceil_ms(F.col("effect_us")).alias("ts_ms"),
-            F.col("p.partition").alias("partition"),
-            F.col("replica").cast("int").alias("replica"),
-            F.col("p.fetch_offset").alias("fetch_offset"),
-            F.col("top_error"),
-            F.col("p.error").alias("error"),
-            F.col("line_id").alias("log_request_id"),
-            "client_id",
-            "correlation_id",
-            "connection",
-            "api_version",
-            "completed_ms",
-        )
+    error, acks = F.col("error"), F.col("acks")
+    return (
+        F.when(F.col("partition").isNull(), F.lit("produce without partitions"))
+        .when(acks == 0, F.lit("acks=0"))
+        .when(acks == 1, F.lit("acks=1"))
+        .when(acks != -1, F.concat(F.lit("acks="), acks.cast("string")))
+        .when(error.isNull(), F.lit("no response for the partition"))
+        .when(~error.isin(0, REQUEST_TIMED_OUT), _reason_for_error(error, "error "))
+        .when(F.col("base").isNull() | (F.col("base") < 0), F.lit("no baseOffset"))
+        .when(F.col("ts_ms").isNull(), F.lit("no request times"))
+        .when(F.col("timeout_ms").isNull(), F.lit("no timeoutMs"))
     )
+
+
+def _fetch_reason() -> Any:
+    """Why a follower's fetch of a partition is not an event, or null."""
+    from pyspark.sql import functions as F
+
     top, error = F.col("top_error"), F.col("error")
-    reason = (
+    return (
         F.when(top.isNotNull() & (top != 0), _reason_for_error(top, "fetch error "))
         .when(
             error.isNotNull() & (error != 0), _reason_for_error(error, "fetch error ")
@@ -719,34 +639,185 @@ def _fetch_rows(lines: Any) -> Any:
         )
         .when(F.col("ts_ms").isNull(), F.lit("no request times"))
     )
-    return _select(
-        rows.withColumn("reason", reason),
-        ROW_COLUMNS,
-        kind=F.lit("fetch"),
-        api=F.lit("FETCH"),
-    )
 
 
-def _import_rows(lines: Any, produce: Any = None) -> Any:
-    """Every row of ``events/`` and ``skipped/`` (``reason`` null for events):
-    the produce rows (``produce``, if the caller has them cached), the
-    follower fetch rows and the unparseable lines."""
+#: What each row of :func:`_import_rows` is (``row``): a produce partition, a
+#: follower's fetch of a partition, an unparseable line, or a line that is
+#: only counted (other lines, other requests, consumers' fetches, a
+#: follower's fetch without partitions).
+PRODUCE_ROW, FETCH_ROW, BAD_ROW, COUNTED_ROW = "produce", "fetch", "bad", "counted"
+
+
+#: The columns :func:`_import_rows` adds to ``ROW_COLUMNS``: what the row is,
+#: whether it is its line's first, the line's kind and fetch source (for the
+#: line counts), and ``line_id`` (never null, unlike ``log_request_id``).
+COUNT_COLUMNS = {
+    "row": "string",
+    "first": "boolean",
+    "line_kind": "string",
+    "source": "string",
+    "line_id": "bigint",
+}
+#: Groups the rows that are not appends pass the window in (see _import_rows).
+WINDOW_SPREAD = 64
+
+
+def _import_rows(lines: Any) -> Any:
+    """Every row of ``events/`` and ``skipped/`` (``reason`` null for
+    events), and one row for each line that is only counted; columns
+    ``ROW_COLUMNS`` plus ``row`` (what the row is), ``first`` (the first row
+    of its line), ``line_kind`` and ``source`` (the line's kind and, for a
+    fetch, follower or consumer).
+
+    One branch over ``lines``: a single explode gives every partition of a
+    produce or of a follower's fetch its row (and every other line one row),
+    and a single window over all of them gives each append its end offset.
+    Two branches (a union, or a filter and its complement) would each run
+    the whole parse below them.
+    """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    bad_lines = _select(
-        lines.where(F.col("kind") == "unparseable"),
-        ROW_COLUMNS,
-        reason=F.lit(UNPARSEABLE),
+    produce = F.col("api_key") == 0
+    follower = (F.col("api_key") == 1) & (F.col("replica") >= 0)
+    no_long = F.lit(None).cast("bigint")
+    parts = F.when(
+        produce,
+        F.transform(
+            "produce_parts",
+            lambda p: F.struct(
+                p["partition"].alias("partition"),
+                p["r"]["error"].alias("error"),
+                p["r"]["base"].alias("base"),
+                no_long.alias("fetch_offset"),
+            ),
+        ),
+    ).when(
+        follower,
+        F.transform(
+            "fetch_parts",
+            lambda p: F.struct(
+                p["partition"].alias("partition"),
+                p["error"].alias("error"),
+                no_long.alias("base"),
+                p["fetch_offset"].alias("fetch_offset"),
+            ),
+        ),
     )
-    produce = _produce_rows(lines) if produce is None else produce
-    return produce.unionByName(_fetch_rows(lines)).unionByName(bad_lines)
+    # A produce without partitions keeps its one (outer) row, as a skipped
+    # row; a follower's fetch without any is only counted.
+    exploded = lines.select("*", F.posexplode_outer(parts).alias("pos", "p"))
+    row = (
+        F.when(produce, F.lit(PRODUCE_ROW))
+        .when(follower & F.col("pos").isNotNull(), F.lit(FETCH_ROW))
+        .when(F.col("kind") == "unparseable", F.lit(BAD_ROW))
+        .otherwise(F.lit(COUNTED_ROW))
+    )
+    fetch_from = F.when(
+        F.col("kind") == "FETCH",
+        F.when(F.col("replica") >= 0, "follower").otherwise("consumer"),
+    )
+    flat = exploded.select(
+        row.alias("row"),
+        (F.col("pos").isNull() | (F.col("pos") == 0)).alias("first"),
+        F.col("kind").alias("line_kind"),
+        fetch_from.alias("source"),
+        "line_id",
+        # Numbered among the produce rows only (the expression runs for those
+        # alone), as a select of them would number them.
+        F.when(produce, F.monotonically_increasing_id()).alias("request_id"),
+        F.col("p.partition").alias("partition"),
+        F.col("p.error").alias("error"),
+        F.col("p.base").alias("base"),
+        F.col("p.fetch_offset").alias("fetch_offset"),
+        _ceil_ms(F.col("effect_us")).alias("ts_ms"),
+        *[
+            c
+            for c in lines.columns
+            if c
+            in (
+                "acks",
+                "timeout_ms",
+                "top_error",
+                "request_partitions",
+                "remote_time_ms",
+                "replica",
+                "client_id",
+                "correlation_id",
+                "connection",
+                "api_version",
+                "completed_ms",
+                "line",
+            )
+        ],
+    )
+    is_ = {name: F.col("row") == name for name in (PRODUCE_ROW, FETCH_ROW, BAD_ROW)}
+    reason = (
+        F.when(is_[PRODUCE_ROW], _produce_reason())
+        .when(is_[FETCH_ROW], _fetch_reason())
+        .when(is_[BAD_ROW], F.lit(UNPARSEABLE))
+    )
+    # The end offset of an append is the next append's baseOffset on the
+    # partition: every produce partition with a base offset counts, whatever
+    # its acks.  The other rows pass the same window (one branch), in
+    # WINDOW_SPREAD groups by line, whose lead nobody reads: enough groups
+    # to spread them over the tasks, few enough that the window's cost per
+    # group stays small (a group per row cost more than the sort).
+    appended = F.coalesce(is_[PRODUCE_ROW] & (F.col("base") >= 0), F.lit(False))
+    by_offset = Window.partitionBy(
+        F.when(appended, F.col("partition")),
+        F.when(~appended, F.col("line_id") % WINDOW_SPREAD),
+    ).orderBy("base")
+    next_base = F.when(appended, F.lead("base").over(by_offset))
+    with_next = flat.select("*", reason.alias("reason0"), next_base.alias("next_base"))
+    final_reason = F.coalesce(
+        F.col("reason0"),
+        F.when(
+            appended & F.col("next_base").isNull(),
+            F.lit("no later append on the partition (end offset unknown)"),
+        ).when(
+            appended & (F.col("next_base") <= F.col("base")),
+            F.lit("baseOffset repeats"),
+        ),
+    )
+    produce_or_fetch = is_[PRODUCE_ROW] | is_[FETCH_ROW]
+    produce_or_bad = is_[PRODUCE_ROW] | is_[BAD_ROW]
+    return _select(
+        with_next,
+        {**ROW_COLUMNS, **COUNT_COLUMNS},
+        ts_ms=F.when(produce_or_fetch, F.col("ts_ms")),
+        kind=F.when(is_[PRODUCE_ROW], F.lit("produce"))
+        .when(is_[FETCH_ROW], F.lit("fetch"))
+        .when(is_[BAD_ROW], F.col("line_kind")),
+        required_offset="next_base",
+        timeout_ms=F.when(produce_or_bad, F.col("timeout_ms")),
+        replica=F.when(~is_[PRODUCE_ROW], F.col("replica")),
+        log_request_id=F.when(produce_or_fetch, F.col("line_id")),
+        remote_time_ms=F.when(produce_or_bad, F.col("remote_time_ms")),
+        broker_error_code=F.when(is_[PRODUCE_ROW], F.col("error")),
+        reason=final_reason,
+        api=F.when(is_[PRODUCE_ROW], F.lit("PRODUCE")).when(
+            is_[FETCH_ROW], F.lit("FETCH")
+        ),
+    )
 
 
 def _split(rows: Any) -> tuple[Any, Any]:
     """(events, skipped) of :func:`_import_rows`."""
     from pyspark.sql import functions as F
 
-    events = _select(rows.where(F.col("reason").isNull()), EVENT_COLUMNS)
+    # kind and log_request_id as expressions Spark knows are never null, so
+    # that the events table's schema says so, as it always has.
+    events = _select(
+        rows.where(
+            F.col("row").isin(PRODUCE_ROW, FETCH_ROW) & F.col("reason").isNull()
+        ),
+        EVENT_COLUMNS,
+        kind=F.when(F.col("row") == PRODUCE_ROW, F.lit("produce")).otherwise(
+            F.lit("fetch")
+        ),
+        log_request_id="line_id",
+    )
     skipped = _select(rows.where(F.col("reason").isNotNull()), SKIPPED_COLUMNS)
     return events, skipped
 
@@ -760,8 +831,8 @@ def import_frames(
     """(events, skipped, parsed lines) DataFrames of request-log ``files``.
 
     ``parsed`` has one row per input line (``kind``: ``other line``,
-    ``unparseable`` or the API name); the caller may persist it, since both
-    other frames are built from it.
+    ``unparseable`` or the API name).  Each of the three runs the parse on
+    its own; the import itself persists the rows both outputs are cut from.
     """
     lines = _parse_lines(spark, files, timezone, _topic_key(topic_ids or {}))
     events, skipped = _split(_import_rows(lines))
@@ -769,38 +840,27 @@ def import_frames(
 
 
 # -- the job -------------------------------------------------------------------------
-def _line_counts(parsed: Any) -> dict[str, Any]:
-    """Lines by kind (API, follower/consumer fetch) and the time span, one job."""
-    from pyspark.sql import functions as F
-
-    fetch_from = F.when(
-        F.col("kind") == "FETCH",
-        F.when(F.col("replica") >= 0, "follower").otherwise("consumer"),
-    )
-    rows = collect(
-        parsed.groupBy("kind", fetch_from.alias("source")).agg(
-            F.count("*").alias("n"),
-            F.min("completed_ms").alias("first"),
-            F.max("completed_ms").alias("last"),
-        )
-    )
+def _line_counts(rows: list[Any]) -> dict[str, Any]:
+    """Lines by kind (API, follower/consumer fetch) and the time span, from
+    the groups of :func:`_count_groups` (a line's first row counts it)."""
+    rows = [r for r in rows if r["first"]]
     counts: dict[str, Any] = {"lines": 0, "other_lines": 0, "unparseable": 0}
     by_api: dict[str, int] = {}
     fetch = {"follower": 0, "consumer": 0}
     first = last = None
     for row in rows:
         counts["lines"] += row["n"]
-        if row["kind"] == "other line":
+        if row["line_kind"] == "other line":
             counts["other_lines"] += row["n"]
             continue
-        if row["kind"] == "unparseable":
+        if row["line_kind"] == "unparseable":
             counts["unparseable"] += row["n"]
             continue
-        by_api[row["kind"]] = by_api.get(row["kind"], 0) + row["n"]
+        by_api[row["line_kind"]] = by_api.get(row["line_kind"], 0) + row["n"]
         if row["source"]:
             fetch[row["source"]] += row["n"]
-        first = row["first"] if first is None else min(first, row["first"])
-        last = row["last"] if last is None else max(last, row["last"])
+        first = row["first_ms"] if first is None else min(first, row["first_ms"])
+        last = row["last_ms"] if last is None else max(last, row["last_ms"])
     counts["request_lines"] = sum(by_api.values())
     counts["requests_by_api"] = dict(sorted(by_api.items(), key=lambda kv: -kv[1]))
     counts["fetch_requests"] = fetch
@@ -819,23 +879,41 @@ def _span(first: int | None, last: int | None) -> dict[str, Any]:
     return {"first": iso(first), "last": iso(last), "seconds": seconds}
 
 
-def _table_counts(rows: Any, events: Any) -> dict[str, Any]:
-    """Partitions, followers, rows and skipped reasons, from the cached rows.
-
-    One small aggregate (by reason, partition, kind and follower) gives all
-    but the number of produce requests.  Nothing is read back from the
-    written tables.
-    """
+def _count_groups(rows: Any) -> list[Any]:
+    """One small aggregate of the import's rows, all the summary's counts
+    come from: rows by what they are, line kind, source, reason, partition,
+    kind and follower, with their lines' first and last timestamps."""
     from pyspark.sql import functions as F
 
-    groups = collect(
-        rows.groupBy("reason", "partition", "kind", "replica").agg(
+    return collect(
+        rows.groupBy(
+            "row",
+            "first",
+            "line_kind",
+            "source",
+            "reason",
+            "partition",
+            "kind",
+            "replica",
+        ).agg(
             F.count("*").alias("n"),
             F.sum((F.col("broker_error_code") == REQUEST_TIMED_OUT).cast("long")).alias(
                 "timed_out"
             ),
+            F.min("completed_ms").alias("first_ms"),
+            F.max("completed_ms").alias("last_ms"),
         )
     )
+
+
+def _table_counts(groups: list[Any], events: Any) -> dict[str, Any]:
+    """Partitions, followers, rows and skipped reasons, from the groups of
+    :func:`_count_groups`, and the produce requests (a distinct count of
+    ``events``).  Nothing is read back from the written tables.
+    """
+    from pyspark.sql import functions as F
+
+    groups = [g for g in groups if g["row"] != COUNTED_ROW]
     (requests,) = collect(
         events.where(F.col("kind") == "produce").agg(
             F.countDistinct("log_request_id").alias("n")
@@ -1018,8 +1096,14 @@ def _split_bytes(files: list[str], cores: int) -> int:
 #: than that runs interpreted; the parse stage's is (10 kB), and with this
 #: limit (Spark's documented advice on HotSpot) Spark compiles that stage
 #: operator by operator instead: 30 % less CPU.  Not set for the replay,
-#: whose stages measured 5 % slower with it.
-IMPORT_SQL_CONF = {"spark.sql.codegen.hugeMethodLimit": "8000"}
+#: whose stages measured 5 % slower with it.  The persisted rows are kept
+#: uncompressed: building Spark's compressed in-memory columns (dictionary
+#: and run-length statistics per column) cost the import about 10 % of its
+#: wall time on the bench's million lines.
+IMPORT_SQL_CONF = {
+    "spark.sql.codegen.hugeMethodLimit": "8000",
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+}
 
 
 @contextlib.contextmanager
@@ -1058,50 +1142,45 @@ def _write_import(
 
     from ._remote import default_parallelism
 
-    lines = produce = None
+    rows = None
     try:
-        progress.stage(f"reading {len(files)} file(s)")
-        # See "the plan" above import_frames: parse once, window once, and
-        # count from the cache.
-        lines = _parse_lines(
-            spark, files, settings["timezone"], _topic_key(mapping)
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        # The input is split when the cache is filled, by this job.
+        progress.stage(f"reading {len(files)} file(s), writing events/")
+        # See "the plan" above _json_body: one parse, one window, and every
+        # row both outputs and the summary need, persisted by the first write.
+        rows = _import_rows(
+            _parse_lines(spark, files, settings["timezone"], _topic_key(mapping))
+        ).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        events, skipped = _split(rows)
+        # The input is split when it is read, by this job.
         split = _split_bytes(files, default_parallelism(spark))
         with _session_conf(spark, {"spark.sql.files.maxPartitionBytes": str(split)}):
-            counts = _line_counts(lines)
-        progress.done(
-            f"{counts['lines']:,} lines, {counts['request_lines']:,} requests"
-        )
+            events.write.parquet(os.path.join(target, "events"))
+        progress.done()
+        progress.stage("writing skipped/")
+        skipped.write.parquet(os.path.join(target, "skipped"))
+        progress.done()
+        progress.stage("summarizing")
+        groups = _count_groups(rows)
+        counts = _line_counts(groups)
         if not counts["request_lines"]:
             raise ReplayUsageError(
                 f"LOG {', '.join(settings['logs'])}: no request-log lines "
                 f"('{MARKER}...') in {counts['lines']:,} lines; "
                 "is kafka.request.logger at DEBUG?"
             )
-        progress.stage("writing events/ and skipped/")
-        # Only the produce rows are cached: they pass the window (a shuffle),
-        # which then runs once.  The fetch rows are an explode of the cached
-        # lines, cheaper to redo than to cache.
-        produce = _produce_rows(lines).persist(StorageLevel.MEMORY_AND_DISK)
-        rows = _import_rows(lines, produce)
-        events, skipped = _split(rows)
-        events.write.parquet(os.path.join(target, "events"))
-        skipped.write.parquet(os.path.join(target, "skipped"))
-        progress.done()
-        progress.stage("summarizing")
-        summary = {"lines": counts, **_table_counts(rows, events)}
+        summary = {"lines": counts, **_table_counts(groups, events)}
         summary["settings"] = settings
         with open(os.path.join(target, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
-        progress.done()
+        progress.done(
+            f"{counts['lines']:,} lines, {counts['request_lines']:,} requests"
+        )
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
     finally:
-        for frame in (lines, produce):
-            if frame is not None:
-                frame.unpersist()
+        if rows is not None:
+            rows.unpersist()
     return summary
 
 
