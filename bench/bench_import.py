@@ -229,7 +229,7 @@ def main() -> None:
         print(f"| {labels[row]} | {wall:.1f} | {runs} | {n / wall:,.0f} | {ratio} |")
     if stages:
         print(
-            "import stages (s, each run): parse+count / write / summary: "
+            "import stages (s, each run): read+parse+events/ / skipped/ / summary: "
             + "; ".join(" / ".join(s[1:]) for s in stages)
         )
     print(f"Spark jobs of one import of the shipped sample: {jobs}")

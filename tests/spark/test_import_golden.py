@@ -32,7 +32,7 @@ DATA = Path(__file__).parent.parent / "data"
 SAMPLE = DATA / "request-sample.log.gz"
 GOLDEN = DATA / "request-sample.import.json"
 #: Spark jobs of one import of the sample, AQE stages included (c76dfaf: 18).
-MAX_JOBS = 12
+MAX_JOBS = 9
 
 
 def fingerprint(output: str) -> dict[str, Any]:

@@ -761,8 +761,8 @@ def _import_rows(lines: Any) -> Any:
     # partition: every produce partition with a base offset counts, whatever
     # its acks.  The other rows pass the same window (one branch), in
     # WINDOW_SPREAD groups by line, whose lead nobody reads: enough groups
-    # to spread them over the tasks, few enough that the window's cost per
-    # group stays small (a group per row cost more than the sort).
+    # to spread them over the tasks, few enough that the window does not
+    # set up a group per row.
     appended = F.coalesce(is_[PRODUCE_ROW] & (F.col("base") >= 0), F.lit(False))
     by_offset = Window.partitionBy(
         F.when(appended, F.col("partition")),
@@ -1098,8 +1098,8 @@ def _split_bytes(files: list[str], cores: int) -> int:
 #: operator by operator instead: 30 % less CPU.  Not set for the replay,
 #: whose stages measured 5 % slower with it.  The persisted rows are kept
 #: uncompressed: building Spark's compressed in-memory columns (dictionary
-#: and run-length statistics per column) cost the import about 10 % of its
-#: wall time on the bench's million lines.
+#: and run-length statistics per column) cost the import 6-20 % of its wall
+#: time on the bench's million lines.
 IMPORT_SQL_CONF = {
     "spark.sql.codegen.hugeMethodLimit": "8000",
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
