@@ -234,8 +234,9 @@ def _reply_race(loop: asyncio.AbstractEventLoop, rounds: int) -> tuple[int, int]
     The reply is scheduled ~300 us after the timeout, so its deadline is
     ~700 us earlier and asyncio runs it first.  Returns (rounds decided
     against the earlier deadline, rounds compared).  The deadlines are the
-    handles' own (``when()``), so a thread preempted between reading the
-    clock and scheduling cannot make a right order look wrong; a round whose
+    handles' exact ones (``_when``, what the loop orders by; ``when()`` is
+    rounded up to the wheel's tick), so a thread preempted between reading
+    the clock and scheduling cannot make a right order look wrong; a round whose
     two deadlines ended up within 50 us of each other (a spin preempted for
     a millisecond on a loaded host) is not compared.
     """
@@ -250,11 +251,11 @@ def _reply_race(loop: asyncio.AbstractEventLoop, rounds: int) -> tuple[int, int]
             def schedule() -> None:
                 deadlines["timeout"] = lp.call_later(
                     0.002, lambda: closed.done() or closed.set_result("timeout")
-                ).when()
+                )._when
                 _spin(0.0003)
                 deadlines["reply"] = lp.call_later(
                     0.001, lambda: closed.done() or closed.set_result("reply")
-                ).when()
+                )._when
 
             lp.call_soon(schedule)
             winner = await closed
