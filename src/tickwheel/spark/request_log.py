@@ -731,25 +731,18 @@ def _import_rows(lines: Any) -> Any:
         F.col("p.base").alias("base"),
         F.col("p.fetch_offset").alias("fetch_offset"),
         _ceil_ms(F.col("effect_us")).alias("ts_ms"),
-        *[
-            c
-            for c in lines.columns
-            if c
-            in (
-                "acks",
-                "timeout_ms",
-                "top_error",
-                "request_partitions",
-                "remote_time_ms",
-                "replica",
-                "client_id",
-                "correlation_id",
-                "connection",
-                "api_version",
-                "completed_ms",
-                "line",
-            )
-        ],
+        "acks",
+        "timeout_ms",
+        "top_error",
+        "request_partitions",
+        "remote_time_ms",
+        "replica",
+        "client_id",
+        "correlation_id",
+        "connection",
+        "api_version",
+        "completed_ms",
+        "line",
     )
     is_ = {name: F.col("row") == name for name in (PRODUCE_ROW, FETCH_ROW, BAD_ROW)}
     reason = (
