@@ -293,6 +293,25 @@ def test_import_refuses_logs_without_request_lines(spark: Any, tmp_path: Path) -
     assert not [p for p in os.listdir(tmp_path) if "staging" in p]
 
 
+def test_import_refuses_logs_whose_request_lines_do_not_parse(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The marker passes the check before Spark, but no line parses: Spark's
+    count (after ``events/`` is written) refuses it, and the half-written
+    staging directory goes with the error."""
+    from tickwheel.spark.request_log import run_import
+
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2025-03-01 12:00:00,000] DEBUG Completed request:{not json} "
+        "(kafka.request.logger)\n" * 3
+    )
+    with pytest.raises(ReplayUsageError, match="no request-log lines .* in 3 lines"):
+        run_import([str(log)], str(tmp_path / "out"), spark=spark, out=io.StringIO())
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in os.listdir(tmp_path) if "staging" in p]
+
+
 # -- bad input, before Spark (the command as a user meets it) -------------------------
 def _cli(*args: str, timeout: float = 120) -> tuple[int, str, str]:
     return hang_report.run(
