@@ -63,6 +63,9 @@ ONLY_COMPILED = {
     # The compiled purgatory's lock; the twin uses threading.Lock, whose
     # behaviour _Lock copies (tests/test_purgatory_lock.py).
     ("_purgatory", "_Lock"),
+    # A lane of a laned compiled timer (TimerCore._use_lanes); the twin's
+    # _use_lanes keeps one lane.
+    ("_wheel", "_Lane"),
 }
 # Classes both sides define whose members are not compared: the compiled
 # replay loop's methods are cdef (invisible from Python) and its state is C

@@ -141,4 +141,31 @@ typedef struct { char unused; } tw_line_pad;
 #define tw_store_i64(p, v) ((void)(*(p) = (v)))
 #endif
 
+/* A thread's lane number (TimerCore._use_lanes, _wheel.pxd "Lanes"): handed
+ * out the first time a thread asks, counting up across the process, so the
+ * first threads that add to a laned timer land in different lanes (lane =
+ * number % lanes).  Thread-local, so asking again is one load. */
+#if defined(_MSC_VER)
+#define TW_THREAD_LOCAL __declspec(thread)
+#else
+#define TW_THREAD_LOCAL _Thread_local
+#endif
+static TW_THREAD_LOCAL Py_ssize_t tw_lane_number = -1;
+static Py_ssize_t tw_lanes_handed_out = 0;
+static inline Py_ssize_t tw_thread_lane(void) {
+    Py_ssize_t k = tw_lane_number;
+    if (k < 0) {
+#if TW_FT_LOCKS && defined(_MSC_VER)
+        k = (Py_ssize_t)_InterlockedExchangeAdd64(
+            (volatile __int64 *)&tw_lanes_handed_out, 1);
+#elif TW_FT_LOCKS
+        k = __atomic_fetch_add(&tw_lanes_handed_out, 1, __ATOMIC_RELAXED);
+#else
+        k = tw_lanes_handed_out++;  /* under the GIL */
+#endif
+        tw_lane_number = k;
+    }
+    return k;
+}
+
 #endif /* TICKWHEEL_FTLOCK_H */

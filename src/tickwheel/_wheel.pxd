@@ -102,6 +102,7 @@ cdef extern from "_ftlock.h":
     void tw_store_ul(unsigned long *p, unsigned long v) noexcept nogil
     int64_t tw_load_i64(int64_t *p) noexcept nogil
     void tw_store_i64(int64_t *p, int64_t v) noexcept nogil
+    Py_ssize_t tw_thread_lane() noexcept nogil
 
 
 @cython.final
@@ -219,6 +220,10 @@ cdef class TimerCore:
     cdef int64_t _pc_expiration
     cdef Py_ssize_t _pc_left
     cdef int64_t _pc_horizon
+    # Lanes (see "Lanes" above): None, or after _use_lanes(n) a tuple of n
+    # cores, [0] None (this core is lane 0), the others _Lane instances.
+    cdef tuple _lanes
+    cdef Py_ssize_t _nlanes
 
     cdef int64_t _now_ns(self) except? -1
     cdef TimerTask _schedule_new(self, object delay_ms, object fn)

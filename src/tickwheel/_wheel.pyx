@@ -1333,6 +1333,103 @@ def _in_expiration_order(list tasks, Py_ssize_t n_ready):
     return merged
 
 
+# -- lanes (TimerCore._use_lanes; the lock protocol: _wheel.pxd, "Lanes") -----
+
+cdef inline TimerCore _thread_lane(TimerCore self):
+    # The lane this thread's new tasks go to: ``self`` unless laned.
+    if self._lanes is None:
+        return self
+    cdef Py_ssize_t k = tw_thread_lane() % self._nlanes
+    if k == 0:
+        return self
+    return <TimerCore>self._lanes[k]
+
+
+cdef inline TimerCore _task_lane(TimerCore self, TimerTask task):
+    # The lane add() puts a task that is in no lane: chosen by the task's
+    # address, so two threads adding one task take the same lane's lock.
+    cdef uint64_t h = (<uint64_t><size_t><PyObject *>task >> 4) * 0x9E3779B97F4A7C15ULL
+    cdef Py_ssize_t k = <Py_ssize_t>((h >> 32) % <uint64_t>self._nlanes)
+    if k == 0:
+        return self
+    return <TimerCore>self._lanes[k]
+
+
+cdef TimerCore _lane_holding(TimerCore self, TaskCounter counter):
+    # The lane of this laned timer whose count is ``counter``, or None.
+    cdef Py_ssize_t i
+    cdef TimerCore lane
+    if counter is self._counter:
+        return self
+    for i in range(1, self._nlanes):
+        lane = <TimerCore>self._lanes[i]
+        if lane._counter is counter:
+            return lane
+    return None
+
+
+cdef list _cores(TimerCore self):
+    # Every lane, lane 0 (``self``) first; just ``[self]`` unless laned.
+    cdef list cores = [self]
+    if self._lanes is not None:
+        cores.extend(self._lanes[1:])
+    return cores
+
+
+cdef object _add_laned(TimerCore self, TimerTask task, int64_t delay_ns):
+    # add() on a laned timer.  A task pending or expired in one of its lanes
+    # moves within that lane; a task in no lane goes to the lane of its
+    # address (_task_lane), under whose lock it is checked again.  A task
+    # that is pending or expired with no bucket is half-way through a move
+    # under another lane's lock: look again.
+    cdef TimerCore core
+    cdef PyObject *b
+    cdef unsigned char state
+    cdef Py_ssize_t spins = 0
+    while True:
+        b = _list_of(task)
+        core = None
+        if b != <PyObject *>None:
+            core = _lane_holding(self, (<TimerTaskList>b)._counter)
+            if core is None:
+                core = _task_lane(self, task)  # another timer's: _add refuses it
+        else:
+            state = _state_of(task)
+            if (state == PENDING or state == EXPIRED) and spins < 1_000_000:
+                spins += 1
+                continue  # (bounded, as _lock_task)
+            core = _task_lane(self, task)
+        tw_lock(&core._counter._mu)
+        if _list_of(task) != b or (b == <PyObject *>None and spins < 1_000_000 and (
+                _state_of(task) == PENDING or _state_of(task) == EXPIRED)):
+            tw_unlock(&core._counter._mu)  # it moved meanwhile
+            continue
+        try:
+            wake = core._add(task, delay_ns)
+        finally:
+            tw_unlock(&core._counter._mu)
+        if wake:
+            self._on_wake()
+        return
+
+
+@cython.final
+cdef class _Lane(TimerCore):
+    """_Lane(tick_ms, wheel_size, start_ms, clock)
+--
+
+    One lane of a laned timer (TimerCore._use_lanes): a core of its own
+    whose wake-ups go to that timer."""
+
+    cdef object _root_ref  # weakref.ref to the laned timer
+
+    def _on_wake(self):
+        root = self._root_ref()
+        if root is not None:
+            root._on_wake()
+
+
+
 cdef class TimerCore:
     """TimerCore(tick_ms=1, wheel_size=20, start_ms=None, clock=None, manual=False)
 --
@@ -1380,6 +1477,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         self._ready = []
         self._closed = False
         self._pc_horizon = -1
+        self._nlanes = 1
 
     @cython.final
     cdef int64_t _now_ns(self) except? -1:
@@ -1430,18 +1528,85 @@ Initialize self.  See help(type(self)) for accurate signature."""
         """True after close()."""
         return self._closed
 
+    def _use_lanes(self, n):
+        """Split this timer into ``n`` lanes, so threads adding to it share no lock.
+
+        Each lane is a wheel, bucket queue, count and lock of its own.  A
+        thread's ``schedule``/``schedule_as`` go to its lane (threads are
+        numbered as they first add, lane = number % n), so threads that
+        schedule and cancel on one timer touch neither the same lock nor
+        the same cache lines.  ``add(task)`` moves a pending task within its
+        lane and puts any other in the lane of its address (two threads
+        adding one task meet on one lock).  A task stays in its lane until
+        it runs or is cancelled; polling and the queries (``len``,
+        ``next_expiration_ms``, ``cancel_all``, ...) visit every lane, and
+        polled tasks come out merged in expiration order (to the tick).
+        SystemTimer does this on free-threaded builds
+        (docs/freethreading.md); for a new timer with a real-time clock.
+
+        :param n: the number of lanes, >= 1 (1: no lanes)
+        :raises TypeError: if ``n`` is not an int
+        :raises ValueError: if ``n`` < 1, the timer has a manual clock, or
+            it already has lanes or tasks
+        """
+        cdef Py_ssize_t k = <Py_ssize_t>_check_positive(n, "n", 1)
+        cdef _Lane lane
+        if self._manual:
+            raise ValueError("a timer with a manual clock has one lane")
+        if self._lanes is not None or tw_atomic_load_ssize(&self._counter.value):
+            raise ValueError("lanes are for a new timer (no lanes, no tasks yet)")
+        if k == 1:
+            return
+        root = _weakref(self)
+        lanes = [None]
+        for _ in range(1, k):
+            lane = _Lane(self._tick_ms, self._wheel._wheel_size,
+                         self._wheel._current_time_ms,
+                         None if self._fast_clock else self._clock)
+            lane._root_ref = root
+            lane._closed = self._closed
+            lanes.append(lane)
+        self._nlanes = k
+        self._lanes = tuple(lanes)
+
+    @property
+    def _lane_count(self):
+        """How many lanes the timer has (1 unless split by _use_lanes)."""
+        return self._nlanes
+
     def __len__(self):
         # No lock: the count changes only under the timer's lock, by atomic
         # adds, so an atomic read sees a value it had (Kafka's timer.size
         # reads its AtomicInteger the same way).  The purgatory reads it on
-        # every watch.
-        return tw_atomic_load_ssize(&self._counter.value)
+        # every watch.  A laned timer sums its lanes' counts.
+        cdef Py_ssize_t total, i
+        if self._lanes is None:
+            return tw_atomic_load_ssize(&self._counter.value)
+        total = tw_atomic_load_ssize(&self._counter.value)
+        for i in range(1, self._nlanes):
+            total += tw_atomic_load_ssize(&(<TimerCore>self._lanes[i])._counter.value)
+        return total
 
     @property
     def next_expiration_ms(self):
         """When the next bucket is due (ms); now_ms if tasks are ready; None if idle."""
         cdef list heap
         cdef bint ready
+        cdef TimerCore core
+        if self._lanes is not None:
+            ready = False
+            best = None
+            for obj in _cores(self):
+                core = <TimerCore>obj
+                tw_lock(&core._counter._mu)
+                if core._ready:
+                    ready = True
+                heap = core._queue._heap
+                head = (<TimerTaskList>heap[0])._expiration_ms if heap else None
+                tw_unlock(&core._counter._mu)
+                if head is not None and (best is None or head < best):
+                    best = head
+            return self.now_ms if ready else best
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
             ready = len(self._ready) > 0
@@ -1472,6 +1637,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
             delay_ns = (<int64_t>t._delay_ms) * NS_PER_MS
         else:
             delay_ns = <int64_t>ceil(t._delay_ms * <double>NS_PER_MS)
+        if self._lanes is not None:
+            return _add_laned(self, t, delay_ns)
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
             try:
@@ -1495,7 +1662,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         """
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
-        return self._schedule(delay_ms, fn, args, kwargs)
+        return _thread_lane(self)._schedule(delay_ms, fn, args, kwargs)
 
     def schedule_as(self, task_type, delay_ms, fn, /, *args):
         """Like schedule(), but the task is a new instance of ``task_type``.
@@ -1515,7 +1682,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
             raise TypeError(f"task_type must be a TimerTask subclass, got {task_type!r}")
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
-        return self._schedule_as(task_type, delay_ms, fn, args)
+        return _thread_lane(self)._schedule_as(task_type, delay_ms, fn, args)
 
     def _loop_call_later(self, delay, callback, *args, context=None):
         """An event loop's ``call_later`` on this wheel (tickwheel's asyncio loop).
@@ -1729,6 +1896,18 @@ Initialize self.  See help(type(self)) for accurate signature."""
         """Remove and return tasks that were already due when added."""
         cdef list fresh = []
         cdef list ready
+        cdef TimerCore core
+        if self._lanes is not None:
+            ready = []
+            for obj in _cores(self):
+                core = <TimerCore>obj
+                tw_lock(&core._counter._mu)
+                ready.extend(core._ready)
+                core._ready = []
+                tw_unlock(&core._counter._mu)
+            if len(ready) > 1:
+                ready.sort(key=_EXPIRATION)
+            return ready
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
         ready = self._ready
@@ -1745,6 +1924,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
         so a discrete-event driver can run them before looking further.
         """
         cdef int64_t limit = now_ms
+        if self._lanes is not None:
+            return _take_due_laned(self, limit, step)
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
             try:
@@ -1839,6 +2020,19 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
         Runtime complexity: O(levels x wheel_size).
         """
+        cdef TimerCore core
+        if self._lanes is not None:
+            best = None
+            for obj in _cores(self):
+                core = <TimerCore>obj
+                tw_lock(&core._counter._mu)
+                try:
+                    at = core._next_precascade()
+                finally:
+                    tw_unlock(&core._counter._mu)
+                if at is not None and (best is None or at < best):
+                    best = at
+            return best
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
             try:
@@ -1901,6 +2095,20 @@ Initialize self.  See help(type(self)) for accurate signature."""
         :raises ValueError: if ``max_entries`` < 1
         """
         cdef Py_ssize_t budget = <Py_ssize_t>_check_positive(max_entries, "max_entries", 1)
+        cdef Py_ssize_t looked = 0
+        cdef TimerCore core
+        if self._lanes is not None:
+            # Each lane in turn, within the one budget.
+            for obj in _cores(self):
+                core = <TimerCore>obj
+                tw_lock(&core._counter._mu)
+                try:
+                    looked += core._precascade(budget - looked)
+                finally:
+                    tw_unlock(&core._counter._mu)
+                if looked >= budget:
+                    break
+            return looked
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
             try:
@@ -1968,28 +2176,36 @@ Initialize self.  See help(type(self)) for accurate signature."""
     def cancel_all(self):
         """Cancel every pending task; return how many were cancelled."""
         cdef list tasks = []
-        cdef TimingWheel wheel = self._wheel
-        if TW_FT_LOCKS:
-            tw_lock(&self._counter._mu)
-        while wheel is not None:
-            for bucket in wheel._buckets:
-                tasks.extend((<TimerTaskList>bucket).entries())
-            wheel = wheel._overflow
-        tasks.extend([t for t in self._ready if (<TimerTask>t)._state == EXPIRED])
-        self._ready = []
-        if TW_FT_LOCKS:
-            tw_unlock(&self._counter._mu)
+        cdef TimingWheel wheel
+        cdef TimerCore core
+        for obj in _cores(self):
+            core = <TimerCore>obj
+            if TW_FT_LOCKS:
+                tw_lock(&core._counter._mu)
+            wheel = core._wheel
+            while wheel is not None:
+                for bucket in wheel._buckets:
+                    tasks.extend((<TimerTaskList>bucket).entries())
+                wheel = wheel._overflow
+            tasks.extend([t for t in core._ready if (<TimerTask>t)._state == EXPIRED])
+            core._ready = []
+            if TW_FT_LOCKS:
+                tw_unlock(&core._counter._mu)
         cdef int n = 0
         for task in tasks:
             n += task.cancel()
         return n
 
     def _close_core(self):
-        if TW_FT_LOCKS:
-            tw_lock(&self._counter._mu)
-        self._closed = True
-        if TW_FT_LOCKS:
-            tw_unlock(&self._counter._mu)
+        # Every lane refuses adds before any task is cancelled.
+        cdef TimerCore core
+        for obj in _cores(self):
+            core = <TimerCore>obj
+            if TW_FT_LOCKS:
+                tw_lock(&core._counter._mu)
+            core._closed = True
+            if TW_FT_LOCKS:
+                tw_unlock(&core._counter._mu)
         self.cancel_all()
 
     def _run(self, tasks, on_error, bint set_clock=False):
@@ -2008,6 +2224,10 @@ Initialize self.  See help(type(self)) for accurate signature."""
         cdef Py_ssize_t i = 0
         cdef bint is_list = type(tasks) is list
         cdef PyObject *ahead
+        cdef PyObject *b
+        cdef bint laned = self._lanes is not None
+        # The lock of the lane the task expired in (this timer's unless laned).
+        cdef tw_mutex *mu = &self._counter._mu
         for obj in tasks:
             if is_list:
                 # The node a few entries on, and its pool header (pymalloc
@@ -2018,12 +2238,21 @@ Initialize self.  See help(type(self)) for accurate signature."""
                     TW_PREFETCH(ahead)
                     TW_PREFETCH_PAGE(ahead)
             task = <TimerTask?>obj
-            if TW_FT_LOCKS:
+            if laned:
+                # A laned timer: the lock of the lane the task expired in.
+                b = _lock_task(task)
+                if b is NULL:
+                    continue  # in no bucket: cancelled, running or done
+                mu = &(<TimerTaskList>b)._counter._mu
+                if task._state != EXPIRED:
+                    tw_unlock(mu)
+                    continue
+            elif TW_FT_LOCKS:
                 # EXPIRED -> RUNNING under the timer's lock (a cancel() from
                 # another thread takes it too); the task runs unlocked.
-                tw_lock(&self._counter._mu)
+                tw_lock(mu)
                 if task._state != EXPIRED:
-                    tw_unlock(&self._counter._mu)
+                    tw_unlock(mu)
                     continue
             elif task._state != EXPIRED:
                 continue
@@ -2037,7 +2266,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
                 if at > self._manual_now_ns:
                     tw_store_i64(&self._manual_now_ns, at)
             if TW_FT_LOCKS:
-                tw_unlock(&self._counter._mu)
+                tw_unlock(mu)
             ran += 1
             try:
                 if type(task) is TimerTask:
@@ -2051,13 +2280,16 @@ Initialize self.  See help(type(self)) for accurate signature."""
             finally:
                 if TW_FT_LOCKS:
                     # RUNNING -> DONE under the lock; the callable goes after.
-                    tw_lock(&self._counter._mu)
-                    fn = task._fn
-                    held_args = task._args
-                    if task._state == RUNNING:
+                    # (Re-added by its callable, a task may now be in another
+                    # lane, under another lock: its state is read atomically,
+                    # and only this thread moves a task out of RUNNING.)
+                    tw_lock(mu)
+                    if _state_of(task) == RUNNING:
+                        fn = task._fn
+                        held_args = task._args
                         tw_store_u8(&task._state, DONE)
                         _release(task)
-                    tw_unlock(&self._counter._mu)
+                    tw_unlock(mu)
                     fn = None
                     held_args = None
                 elif task._state == RUNNING:
@@ -2067,6 +2299,16 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
     def _check(self):
         """Raise AssertionError unless wheel, queue and counter agree."""
+        cdef TimerCore core
+        if self._lanes is not None:
+            for obj in _cores(self):
+                core = <TimerCore>obj
+                tw_lock(&core._counter._mu)
+                try:
+                    core._check_unlocked()
+                finally:
+                    tw_unlock(&core._counter._mu)
+            return
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
             try:
@@ -2083,6 +2325,47 @@ Initialize self.  See help(type(self)) for accurate signature."""
             raise AssertionError(
                 f"counter {self._counter.value} < linked {linked} + ready {expired}"
             )
+
+
+cdef list _take_due_laned(TimerCore self, int64_t limit, bint step):
+    # TimerCore._take_due on a laned timer: each lane polled under its own
+    # lock, their tasks merged by expiration (a stable sort: each lane's own
+    # order is kept, as one timer's).  With ``step``: the lanes are polled up
+    # to the earliest slot due among them, and on to the next while a slot
+    # only moved tasks down a level.
+    cdef list cores = _cores(self)
+    cdef list out = []
+    cdef list part, heap
+    cdef TimerCore core
+    cdef int64_t upto, head
+    cdef Py_ssize_t parts = 0
+    while True:
+        upto = limit
+        if step:
+            for obj in cores:
+                core = <TimerCore>obj
+                tw_lock(&core._counter._mu)
+                heap = core._queue._heap
+                if heap:
+                    head = (<TimerTaskList>heap[0])._expiration_ms
+                    if head < upto:
+                        upto = head
+                tw_unlock(&core._counter._mu)
+        for obj in cores:
+            core = <TimerCore>obj
+            tw_lock(&core._counter._mu)
+            try:
+                part = core._poll(upto, step)
+            finally:
+                tw_unlock(&core._counter._mu)
+            if part:
+                out.extend(part)
+                parts += 1
+        if not step or out or upto >= limit:
+            break
+    if parts > 1:
+        out.sort(key=_EXPIRATION)
+    return out
 
 
 # -- METH_FASTCALL schedule ---------------------------------------------------
@@ -2117,6 +2400,8 @@ cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
         # schedule(delay_ms, fn): the arguments stay borrowed, no tuple.
         if not TW_CALLABLE(args[1]):
             raise TypeError(f"fn must be callable, got {<object>args[1]!r}")
+        if (<TimerCore>self)._lanes is not None:
+            return _thread_lane(<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
         if not TW_FT_LOCKS and TW_INT_EXACT(args[0]) and _int_ms(args[0], &small):
             return (<TimerCore>self)._schedule_small(small, args[1])
         return (<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
@@ -2137,9 +2422,10 @@ cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
             kwargs = {}
             for i in range(nkw):
                 kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
+    cdef TimerCore core = _thread_lane(<TimerCore>self)
     if kwargs is None:  # the common case: no functools.partial to build
-        return (<TimerCore>self)._schedule_as(TimerTask, <object>args[0], fn, rest)
-    return (<TimerCore>self)._schedule(<object>args[0], fn, rest, kwargs)
+        return core._schedule_as(TimerTask, <object>args[0], fn, rest)
+    return core._schedule(<object>args[0], fn, rest, kwargs)
 
 
 cdef object _schedule_as_fastcall(object self, PyObject **args, Py_ssize_t nargs,
@@ -2161,7 +2447,7 @@ cdef object _schedule_as_fastcall(object self, PyObject **args, Py_ssize_t nargs
     cdef tuple rest = _EMPTY
     if nargs > 3:
         rest = tuple([<object>args[i] for i in range(3, nargs)])
-    return (<TimerCore>self)._schedule_as(task_type, <object>args[1], fn, rest)
+    return _thread_lane(<TimerCore>self)._schedule_as(task_type, <object>args[1], fn, rest)
 
 
 cdef tuple _EMPTY = ()
@@ -2255,10 +2541,10 @@ cdef object _loop_call_later_fastcall(object self, PyObject **args, Py_ssize_t n
     try:
         delay_ms = delay * 1000.0
         if len(ctx):
-            handle = (<TimerCore>self)._schedule_as(_h_context, delay_ms, fn, rest)
+            handle = _thread_lane(<TimerCore>self)._schedule_as(_h_context, delay_ms, fn, rest)
             handle._context = self._share(ctx)
             return handle
-        return (<TimerCore>self)._schedule_as(_h_plain, delay_ms, fn, rest)
+        return _thread_lane(<TimerCore>self)._schedule_as(_h_plain, delay_ms, fn, rest)
     except (TypeError, ValueError, OverflowError):
         pass
     return _loop_call_later_py(self, delay, fn, rest, None)
@@ -2273,7 +2559,7 @@ cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t narg
                                    PyObject *kwnames):
     cdef Py_ssize_t i
     cdef Py_ssize_t nkw = 0 if kwnames is NULL else PyTuple_GET_SIZE(<object>kwnames)
-    cdef TimerCore core = <TimerCore>self
+    cdef TimerCore core = _thread_lane(<TimerCore>self)
     cdef TimerTask task
     cdef double w = NAN
     cdef int64_t now_ns, deadline_ns, delay_ns

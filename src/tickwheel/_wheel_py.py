@@ -993,6 +993,40 @@ class TimerCore:
         """True after close()."""
         return self._closed
 
+    def _use_lanes(self, n: int) -> None:
+        """Split this timer into ``n`` lanes, so threads adding to it share no lock.
+
+        Each lane is a wheel, bucket queue, count and lock of its own.  A
+        thread's ``schedule``/``schedule_as`` go to its lane (threads are
+        numbered as they first add, lane = number % n), so threads that
+        schedule and cancel on one timer touch neither the same lock nor
+        the same cache lines.  ``add(task)`` moves a pending task within its
+        lane and puts any other in the lane of its address (two threads
+        adding one task meet on one lock).  A task stays in its lane until
+        it runs or is cancelled; polling and the queries (``len``,
+        ``next_expiration_ms``, ``cancel_all``, ...) visit every lane, and
+        polled tasks come out merged in expiration order (to the tick).
+        SystemTimer does this on free-threaded builds
+        (docs/freethreading.md); for a new timer with a real-time clock.
+
+        :param n: the number of lanes, >= 1 (1: no lanes)
+        :raises TypeError: if ``n`` is not an int
+        :raises ValueError: if ``n`` < 1, the timer has a manual clock, or
+            it already has lanes or tasks
+        """
+        # The twin checks the same and keeps one lane: its structures are
+        # guarded by one module-wide lock (_LOCK), where lanes buy nothing.
+        _check_positive(n, "n", 1)
+        if self._manual:
+            raise ValueError("a timer with a manual clock has one lane")
+        if self._counter.value:
+            raise ValueError("lanes are for a new timer (no lanes, no tasks yet)")
+
+    @property
+    def _lane_count(self) -> int:
+        """How many lanes the timer has (1 unless split by _use_lanes)."""
+        return 1
+
     def __len__(self) -> int:
         return self._counter.value
 

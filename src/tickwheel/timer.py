@@ -105,6 +105,7 @@ import logging
 import math
 import os
 import sys
+import sysconfig
 import threading
 import time
 import weakref
@@ -172,6 +173,23 @@ _BACKUP_NS = 20 * _NS_PER_MS
 
 # Every open SystemTimer, for the fork and exit hooks below.
 _LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _default_lanes() -> int:
+    """How many lanes a SystemTimer has (``TimerCore._use_lanes``).
+
+    On a free-threaded build with the compiled core, one per CPU, at most 8:
+    threads scheduling and cancelling on one timer then share no lock
+    (docs/freethreading.md).  Otherwise one: with a GIL one thread runs at a
+    time, and lanes would only add work to every poll.
+    """
+    if not USE_EXTENSIONS or not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return 1
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+#: Lanes of each new SystemTimer (tests set it to exercise lanes anywhere).
+_LANES = _default_lanes()
 
 
 def _after_fork_in_child() -> None:
@@ -260,6 +278,8 @@ class SystemTimer(TimerCore):
         if not isinstance(cascade_early, bool):
             raise TypeError(f"cascade_early must be a bool, got {cascade_early!r}")
         super().__init__(tick_ms, wheel_size, start_ms, clock)
+        if _LANES > 1:
+            self._use_lanes(_LANES)
         self.name = name
         self._cascade_early = cascade_early
         self._on_error: ErrorHandler = on_error if on_error is not None else _log_error
