@@ -159,7 +159,12 @@ def test_one_mock_timer_many_threads_and_a_driver(timers):
     timer.close()
 
 
-def test_one_system_timer_many_threads(timers, no_thread_leak):
+@pytest.mark.parametrize("lanes", [None, 4], ids=["default-lanes", "4-lanes"])
+def test_one_system_timer_many_threads(timers, no_thread_leak, monkeypatch, lanes):
+    # None: the build's own (one lane with a GIL, one per CPU free-threaded);
+    # 4: lanes on every build (tests/test_lanes.py).
+    if lanes is not None:
+        monkeypatch.setattr(timers.timer, "_LANES", lanes)
     timer = timers.SystemTimer("ft-stress")
     ledger = _Ledger()
     handles: list[Any] = []

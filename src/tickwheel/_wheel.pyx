@@ -1415,10 +1415,7 @@ cdef object _add_laned(TimerCore self, TimerTask task, int64_t delay_ns):
 
 @cython.final
 cdef class _Lane(TimerCore):
-    """_Lane(tick_ms, wheel_size, start_ms, clock)
---
-
-    One lane of a laned timer (TimerCore._use_lanes): a core of its own
+    """One lane of a laned timer (TimerCore._use_lanes): a core of its own
     whose wake-ups go to that timer."""
 
     cdef object _root_ref  # weakref.ref to the laned timer
@@ -1573,6 +1570,22 @@ Initialize self.  See help(type(self)) for accurate signature."""
     def _lane_count(self):
         """How many lanes the timer has (1 unless split by _use_lanes)."""
         return self._nlanes
+
+    def _lane_of(self, task):
+        """The lane ``task`` is pending or expired in (0 unless laned), or None."""
+        if not isinstance(task, TimerTask):
+            raise TypeError(f"task must be a TimerTask, got {task!r}")
+        cdef PyObject *b = _list_of(<TimerTask>task)
+        cdef Py_ssize_t i
+        if b == <PyObject *>None:
+            return None
+        counter = (<TimerTaskList>b)._counter
+        if counter is self._counter:
+            return 0
+        for i in range(1, self._nlanes):
+            if (<TimerCore>self._lanes[i])._counter is counter:
+                return i
+        return None
 
     def __len__(self):
         # No lock: the count changes only under the timer's lock, by atomic

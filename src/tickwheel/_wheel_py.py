@@ -1027,6 +1027,15 @@ class TimerCore:
         """How many lanes the timer has (1 unless split by _use_lanes)."""
         return 1
 
+    def _lane_of(self, task: TimerTask) -> int | None:
+        """The lane ``task`` is pending or expired in (0 unless laned), or None."""
+        if not isinstance(task, TimerTask):
+            raise TypeError(f"task must be a TimerTask, got {task!r}")
+        bucket = task._list
+        if bucket is not None and bucket._counter is self._counter:
+            return 0
+        return None
+
     def __len__(self) -> int:
         return self._counter.value
 
