@@ -72,6 +72,36 @@
 #   timers are independent, so threads on different timers never contend
 #   (docs/freethreading.md has the measurements).
 #
+# Lanes (TimerCore._use_lanes; SystemTimer on free-threaded builds).  Even
+# uncontended, one lock per timer makes threads that share a timer hand its
+# lock, bucket and neighbouring tasks' cache lines back and forth on every
+# add and cancel.  A laned timer is n cores in one: lane 0 is the TimerCore
+# itself, lanes 1..n-1 are _Lane cores (``_lanes``, fixed once made), each
+# with its own counter, lock, wheel, queue, expired list and ready list.
+#   - Which lane.  schedule/schedule_as/_loop_call_* make the task, so no
+#     other thread can reach it: it goes to the calling thread's lane
+#     (tw_thread_lane: threads numbered as they first ask, lane = number %
+#     n).  add(task) of a task pending or expired in one of the lanes moves
+#     it within that lane (found by its bucket's counter, under that lane's
+#     lock, re-checked); a task in no lane goes to the lane of its address
+#     (_task_lane), so two threads adding one task serialise on one lock.
+#     A task never moves between lanes while pending or expired; once it is
+#     in no bucket (running, done, cancelled) an add may place it anew.
+#   - Each lane keeps the one-timer protocol above: its lock guards its
+#     structures and its tasks; cancel()/postpone() find the lane through
+#     ``task._list._counter`` as before; a lane's _on_wake goes to the timer.
+#   - Visiting every lane (len sums the counts; next_expiration_ms,
+#     next_precascade_ms, _take_due, _take_ready, precascade, cancel_all,
+#     close, _check): one lane's lock at a time, never two.  _take_due
+#     merges the lanes' tasks by expiration with a stable sort, so each
+#     lane's own order holds and the merge is in expiration order to the
+#     tick, as one timer's.  close() marks every lane closed, then cancels.
+#   - The runner takes, per task, the lock of the lane the task expired in
+#     (_lock_task).  A task its callable re-added may sit in another lane by
+#     the time it finishes: RUNNING -> DONE then reads the state atomically
+#     (only the runner moves a task out of RUNNING) and leaves it alone.
+#   - A manual clock has one lane (MockTimer is driven by one thread).
+#
 # Memory: a pending TimerTask is one object of 80 bytes (no GC header: the
 # node types are @no_gc and break their rings explicitly).  No cdef methods
 # live on the node classes, so they carry no vtable pointer.
