@@ -178,7 +178,7 @@ def test_a_task_re_adding_itself_from_its_callable(laned, timers, fake_clock):
     def again() -> None:
         runs.append(laned.now_ms)
         if len(runs) < 3:
-            laned.add(task)  # RUNNING: lands in the lane of its address
+            laned.add(task)  # RUNNING, in no lane: placed anew
 
     task = timers.TimerTask(5, again)
     in_new_thread(laned.add, task)

@@ -141,6 +141,36 @@ typedef struct { char unused; } tw_line_pad;
 #define tw_store_i64(p, v) ((void)(*(p) = (v)))
 #endif
 
+/* tw_cas_u8: compare-and-swap of a byte (a laned timer's claim on a task);
+ * tw_cpu_pause: the CPU's pause hint, for spinning on one. */
+#if TW_FT_LOCKS && defined(_MSC_VER)
+static inline int tw_cas_u8(unsigned char *p, unsigned char expected, unsigned char desired) {
+    return (unsigned char)_InterlockedCompareExchange8((volatile char *)p, (char)desired,
+                                                       (char)expected) == expected;
+}
+#define tw_cpu_pause() ((void)0)
+#elif TW_FT_LOCKS
+static inline int tw_cas_u8(unsigned char *p, unsigned char expected, unsigned char desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_RELAXED);
+}
+#if defined(__x86_64__) || defined(__i386__)
+#define tw_cpu_pause() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define tw_cpu_pause() __asm__ __volatile__("yield")
+#else
+#define tw_cpu_pause() ((void)0)
+#endif
+#else  /* with a GIL, one thread at a time */
+static inline int tw_cas_u8(unsigned char *p, unsigned char expected, unsigned char desired) {
+    if (*p != expected)
+        return 0;
+    *p = desired;
+    return 1;
+}
+#define tw_cpu_pause() ((void)0)
+#endif
+
 /* A thread's lane number (TimerCore._use_lanes, _wheel.pxd "Lanes"): handed
  * out the first time a thread asks, counting up across the process, so the
  * first threads that add to a laned timer land in different lanes (lane =

@@ -83,10 +83,14 @@
 #     (tw_thread_lane: threads numbered as they first ask, lane = number %
 #     n).  add(task) of a task pending or expired in one of the lanes moves
 #     it within that lane (found by its bucket's counter, under that lane's
-#     lock, re-checked); a task in no lane goes to the lane of its address
-#     (_task_lane), so two threads adding one task serialise on one lock.
-#     A task never moves between lanes while pending or expired; once it is
-#     in no bucket (running, done, cancelled) an add may place it anew.
+#     lock, re-checked).  A task in no lane goes to the calling thread's
+#     lane too, but only while add() holds the task's ``_claim`` byte (an
+#     atomic compare-and-swap 0 -> 1, released after the lane's unlock) and
+#     finds it still in no bucket under the lane's lock: taking a task into
+#     a lane is the one move no lane's lock covers, and the claim makes two
+#     threads adding one task take turns.  A task never moves between lanes
+#     while pending or expired; once it is in no bucket (running, done,
+#     cancelled) an add may place it anew.
 #   - Each lane keeps the one-timer protocol above: its lock guards its
 #     structures and its tasks; cancel()/postpone() find the lane through
 #     ``task._list._counter`` as before; a lane's _on_wake goes to the timer.
@@ -133,6 +137,8 @@ cdef extern from "_ftlock.h":
     int64_t tw_load_i64(int64_t *p) noexcept nogil
     void tw_store_i64(int64_t *p, int64_t v) noexcept nogil
     Py_ssize_t tw_thread_lane() noexcept nogil
+    bint tw_cas_u8(unsigned char *p, unsigned char expected, unsigned char desired) noexcept nogil
+    void tw_cpu_pause() noexcept nogil
 
 
 @cython.final
@@ -173,6 +179,9 @@ cdef class TimerTask(TimerTaskEntry):
     cdef unsigned char _state
     cdef unsigned char _spent         # callable released: cannot be re-added
     cdef unsigned char _delay_is_int  # delay_ms reads back as int
+    # add() on a laned timer holds this (1) while it places a task that is
+    # in no lane, so two threads never place one task at once ("Lanes").
+    cdef unsigned char _claim
     # How far the exact deadline (clock ns) of the last add lies before
     # expiration_ms, clamped to 32 bits: deadline_ns = expiration_ms * 10**6
     # - _early_ns.  It fills the padding after the flags (the node stays 80

@@ -1345,16 +1345,6 @@ cdef inline TimerCore _thread_lane(TimerCore self):
     return <TimerCore>self._lanes[k]
 
 
-cdef inline TimerCore _task_lane(TimerCore self, TimerTask task):
-    # The lane add() puts a task that is in no lane: chosen by the task's
-    # address, so two threads adding one task take the same lane's lock.
-    cdef uint64_t h = (<uint64_t><size_t><PyObject *>task >> 4) * 0x9E3779B97F4A7C15ULL
-    cdef Py_ssize_t k = <Py_ssize_t>((h >> 32) % <uint64_t>self._nlanes)
-    if k == 0:
-        return self
-    return <TimerCore>self._lanes[k]
-
-
 cdef TimerCore _lane_holding(TimerCore self, TaskCounter counter):
     # The lane of this laned timer whose count is ``counter``, or None.
     cdef Py_ssize_t i
@@ -1378,36 +1368,46 @@ cdef list _cores(TimerCore self):
 
 cdef object _add_laned(TimerCore self, TimerTask task, int64_t delay_ns):
     # add() on a laned timer.  A task pending or expired in one of its lanes
-    # moves within that lane; a task in no lane goes to the lane of its
-    # address (_task_lane), under whose lock it is checked again.  A task
-    # that is pending or expired with no bucket is half-way through a move
-    # under another lane's lock: look again.
+    # moves within that lane.  A task in no lane goes to this thread's lane,
+    # placed while holding its claim (_wheel.pxd, "Lanes").  A task pending
+    # or expired with no bucket is half-way through a move under its lane's
+    # lock: look again.
     cdef TimerCore core
     cdef PyObject *b
     cdef unsigned char state
     cdef Py_ssize_t spins = 0
+    cdef bint claimed
     while True:
         b = _list_of(task)
-        core = None
+        claimed = False
         if b != <PyObject *>None:
             core = _lane_holding(self, (<TimerTaskList>b)._counter)
             if core is None:
-                core = _task_lane(self, task)  # another timer's: _add refuses it
+                core = _thread_lane(self)  # another timer's bucket: _add refuses it
         else:
             state = _state_of(task)
             if (state == PENDING or state == EXPIRED) and spins < 1_000_000:
                 spins += 1
                 continue  # (bounded, as _lock_task)
-            core = _task_lane(self, task)
+            if not tw_cas_u8(&task._claim, 0, 1):
+                tw_cpu_pause()  # another thread is placing it
+                continue
+            claimed = True
+            core = _thread_lane(self)
         tw_lock(&core._counter._mu)
-        if _list_of(task) != b or (b == <PyObject *>None and spins < 1_000_000 and (
+        if _list_of(task) != b or (claimed and spins < 1_000_000 and (
                 _state_of(task) == PENDING or _state_of(task) == EXPIRED)):
-            tw_unlock(&core._counter._mu)  # it moved meanwhile
+            # It moved meanwhile (placed by a claim released just before ours).
+            tw_unlock(&core._counter._mu)
+            if claimed:
+                tw_store_u8(&task._claim, 0)
             continue
         try:
             wake = core._add(task, delay_ns)
         finally:
             tw_unlock(&core._counter._mu)
+            if claimed:
+                tw_store_u8(&task._claim, 0)
         if wake:
             self._on_wake()
         return
@@ -1533,8 +1533,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
         numbered as they first add, lane = number % n), so threads that
         schedule and cancel on one timer touch neither the same lock nor
         the same cache lines.  ``add(task)`` moves a pending task within its
-        lane and puts any other in the lane of its address (two threads
-        adding one task meet on one lock).  A task stays in its lane until
+        lane and puts any other in the calling thread's lane (two threads
+        adding one task take turns).  A task stays in its lane until
         it runs or is cancelled; polling and the queries (``len``,
         ``next_expiration_ms``, ``cancel_all``, ...) visit every lane, and
         polled tasks come out merged in expiration order (to the tick).

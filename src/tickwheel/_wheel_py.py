@@ -1001,8 +1001,8 @@ class TimerCore:
         numbered as they first add, lane = number % n), so threads that
         schedule and cancel on one timer touch neither the same lock nor
         the same cache lines.  ``add(task)`` moves a pending task within its
-        lane and puts any other in the lane of its address (two threads
-        adding one task meet on one lock).  A task stays in its lane until
+        lane and puts any other in the calling thread's lane (two threads
+        adding one task take turns).  A task stays in its lane until
         it runs or is cancelled; polling and the queries (``len``,
         ``next_expiration_ms``, ``cancel_all``, ...) visit every lane, and
         polled tasks come out merged in expiration order (to the tick).
