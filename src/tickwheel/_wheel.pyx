@@ -1910,16 +1910,19 @@ Initialize self.  See help(type(self)) for accurate signature."""
         cdef list fresh = []
         cdef list ready
         cdef TimerCore core
+        cdef list keys
         if self._lanes is not None:
             ready = []
+            keys = []  # expirations read under each lane's lock (_take_due_laned)
             for obj in _cores(self):
                 core = <TimerCore>obj
                 tw_lock(&core._counter._mu)
                 ready.extend(core._ready)
+                keys.extend([(<TimerTask>t)._expiration_ms for t in core._ready])
                 core._ready = []
                 tw_unlock(&core._counter._mu)
             if len(ready) > 1:
-                ready.sort(key=_EXPIRATION)
+                ready = [ready[i] for i in sorted(range(len(ready)), key=keys.__getitem__)]
             return ready
         if TW_FT_LOCKS:
             tw_lock(&self._counter._mu)
@@ -2348,6 +2351,7 @@ cdef list _take_due_laned(TimerCore self, int64_t limit, bint step):
     # only moved tasks down a level.
     cdef list cores = _cores(self)
     cdef list out = []
+    cdef list keys = []  # each task's expiration, read under its lane's lock
     cdef list part, heap
     cdef TimerCore core
     cdef int64_t upto, head
@@ -2369,6 +2373,10 @@ cdef list _take_due_laned(TimerCore self, int64_t limit, bint step):
             tw_lock(&core._counter._mu)
             try:
                 part = core._poll(upto, step)
+                if part:
+                    # Under the lock: another thread may postpone one of
+                    # these (EXPIRED -> PENDING) as soon as it is released.
+                    keys.extend([(<TimerTask>t)._expiration_ms for t in part])
             finally:
                 tw_unlock(&core._counter._mu)
             if part:
@@ -2377,7 +2385,7 @@ cdef list _take_due_laned(TimerCore self, int64_t limit, bint step):
         if not step or out or upto >= limit:
             break
     if parts > 1:
-        out.sort(key=_EXPIRATION)
+        out = [out[i] for i in sorted(range(len(out)), key=keys.__getitem__)]
     return out
 
 
