@@ -289,3 +289,35 @@ def test_purgatory_shared_keys_check_and_expiry_race(timers):
     assert len(timer) == 0
     purg.shutdown()
     timer.close()
+
+
+def test_one_task_added_to_two_timers_at_once_lands_in_one(timers):
+    # With one lock per timer nothing but the task's claim orders two
+    # timers taking one idle task (_wheel.pxd, "Lanes"): exactly one add()
+    # wins, the other is refused as with a GIL, and neither ring breaks.
+    # (A race this narrow is ThreadSanitizer's to see: .ci/tsan runs this.)
+    a, b = timers.MockTimer(start_ms=0), timers.MockTimer(start_ms=0)
+    refused = 0
+    for _ in range(200):
+        task = timers.TimerTask(50, print)
+        barrier = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def add(timer: Any, task: Any = task, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                timer.add(task)
+            except ValueError as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=add, args=(t,)) for t in (a, b)]
+        for t in threads:
+            t.start()
+        _join(threads)
+        assert len(errors) == 1 and "pending in another timer" in str(errors[0])
+        refused += 1
+        assert len(a) + len(b) == 1
+        a._check()
+        b._check()
+        assert task.cancel()
+    assert refused == 200 and len(a) == len(b) == 0

@@ -90,7 +90,11 @@
 #     a lane is the one move no lane's lock covers, and the claim makes two
 #     threads adding one task take turns.  A task never moves between lanes
 #     while pending or expired; once it is in no bucket (running, done,
-#     cancelled) an add may place it anew.
+#     cancelled) an add may place it anew.  _add_guarded does this for
+#     every add() on a free-threaded build, laned or not: a task in another
+#     timer's bucket is looked at under that timer's lock (_lock_task) and
+#     refused, and the claim keeps two timers from taking one idle task at
+#     once (with one lock per timer, nothing else orders them).
 #   - Each lane keeps the one-timer protocol above: its lock guards its
 #     structures and its tasks; cancel()/postpone() find the lane through
 #     ``task._list._counter`` as before; a lane's _on_wake goes to the timer.

@@ -1366,51 +1366,57 @@ cdef list _cores(TimerCore self):
     return cores
 
 
-cdef object _add_laned(TimerCore self, TimerTask task, int64_t delay_ns):
-    # add() on a laned timer.  A task pending or expired in one of its lanes
-    # moves within that lane.  A task in no lane goes to this thread's lane,
-    # placed while holding its claim (_wheel.pxd, "Lanes").  A task pending
-    # or expired with no bucket is half-way through a move under its lane's
-    # lock: look again.
+cdef object _add_guarded(TimerCore self, TimerTask task, int64_t delay_ns):
+    # add() on a free-threaded build, or on a laned timer.  A task in a
+    # bucket is moved under the lock of that bucket's timer (or lane), taken
+    # through the bucket as cancel() takes it: a task pending in another
+    # timer is refused there, never read while that timer moves it.  A task
+    # in no bucket goes to this thread's lane (this timer, unless laned),
+    # placed while holding its claim (_wheel.pxd, "Lanes"), so that two
+    # threads adding one task, to one timer or two, take turns.
     cdef TimerCore core
     cdef PyObject *b
     cdef unsigned char state
-    cdef Py_ssize_t spins = 0
     cdef bint claimed
     while True:
-        b = _list_of(task)
         claimed = False
-        if b != <PyObject *>None:
+        b = _lock_task(task)
+        if b is not NULL:
             core = _lane_holding(self, (<TimerTaskList>b)._counter)
-            if core is None:
-                core = _thread_lane(self)  # another timer's bucket: _add refuses it
-        else:
+            if core is not None:
+                try:  # ours: moved within its lane, whose lock is held
+                    wake = core._add(task, delay_ns)
+                finally:
+                    tw_unlock(&core._counter._mu)
+                break
             state = _state_of(task)
-            if (state == PENDING or state == EXPIRED) and spins < 1_000_000:
-                spins += 1
-                continue  # (bounded, as _lock_task)
+            tw_unlock(&(<TimerTaskList>b)._counter._mu)
+            if state == PENDING or state == EXPIRED:
+                raise ValueError(f"{task!r} is pending in another timer")
+            # Linked by hand in a bucket no timer owns (TimerTaskList.add).
+            core = _thread_lane(self)
+            tw_lock(&core._counter._mu)
+        else:
             if not tw_cas_u8(&task._claim, 0, 1):
                 tw_cpu_pause()  # another thread is placing it
                 continue
             claimed = True
             core = _thread_lane(self)
-        tw_lock(&core._counter._mu)
-        if _list_of(task) != b or (claimed and spins < 1_000_000 and (
-                _state_of(task) == PENDING or _state_of(task) == EXPIRED)):
-            # It moved meanwhile (placed by a claim released just before ours).
-            tw_unlock(&core._counter._mu)
-            if claimed:
+            tw_lock(&core._counter._mu)
+            if _list_of(task) != <PyObject *>None:
+                # Placed by a claim released just before ours: look again.
+                tw_unlock(&core._counter._mu)
                 tw_store_u8(&task._claim, 0)
-            continue
+                continue
         try:
             wake = core._add(task, delay_ns)
         finally:
             tw_unlock(&core._counter._mu)
             if claimed:
                 tw_store_u8(&task._claim, 0)
-        if wake:
-            self._on_wake()
-        return
+        break
+    if wake:
+        self._on_wake()
 
 
 @cython.final
@@ -1650,17 +1656,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
             delay_ns = (<int64_t>t._delay_ms) * NS_PER_MS
         else:
             delay_ns = <int64_t>ceil(t._delay_ms * <double>NS_PER_MS)
-        if self._lanes is not None:
-            return _add_laned(self, t, delay_ns)
-        if TW_FT_LOCKS:
-            tw_lock(&self._counter._mu)
-            try:
-                wake = self._add(t, delay_ns)
-            finally:
-                tw_unlock(&self._counter._mu)
-            if wake:
-                self._on_wake()
-            return
+        if TW_FT_LOCKS or self._lanes is not None:
+            return _add_guarded(self, t, delay_ns)
         if self._add(t, delay_ns):
             self._on_wake()
 
