@@ -1345,17 +1345,23 @@ cdef inline TimerCore _thread_lane(TimerCore self):
     return <TimerCore>self._lanes[k]
 
 
-cdef TimerCore _lane_holding(TimerCore self, TaskCounter counter):
-    # The lane of this laned timer whose count is ``counter``, or None.
+cdef Py_ssize_t _lane_index(TimerCore self, TaskCounter counter) noexcept:
+    # Which lane of this timer counts with ``counter`` (0 unless laned), or -1.
     cdef Py_ssize_t i
-    cdef TimerCore lane
     if counter is self._counter:
-        return self
+        return 0
     for i in range(1, self._nlanes):
-        lane = <TimerCore>self._lanes[i]
-        if lane._counter is counter:
-            return lane
-    return None
+        if (<TimerCore>self._lanes[i])._counter is counter:
+            return i
+    return -1
+
+
+cdef TimerCore _lane_holding(TimerCore self, TaskCounter counter):
+    # The lane of this timer whose count is ``counter``, or None.
+    cdef Py_ssize_t i = _lane_index(self, counter)
+    if i < 0:
+        return None
+    return self if i == 0 else <TimerCore>self._lanes[i]
 
 
 cdef list _cores(TimerCore self):
@@ -1582,16 +1588,10 @@ Initialize self.  See help(type(self)) for accurate signature."""
         if not isinstance(task, TimerTask):
             raise TypeError(f"task must be a TimerTask, got {task!r}")
         cdef PyObject *b = _list_of(<TimerTask>task)
-        cdef Py_ssize_t i
         if b == <PyObject *>None:
             return None
-        counter = (<TimerTaskList>b)._counter
-        if counter is self._counter:
-            return 0
-        for i in range(1, self._nlanes):
-            if (<TimerCore>self._lanes[i])._counter is counter:
-                return i
-        return None
+        cdef Py_ssize_t i = _lane_index(self, (<TimerTaskList>b)._counter)
+        return i if i >= 0 else None
 
     def __len__(self):
         # No lock: the count changes only under the timer's lock, by atomic
