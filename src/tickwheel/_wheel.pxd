@@ -270,7 +270,6 @@ cdef class TimerCore:
 
     cdef int64_t _now_ns(self) except? -1
     cdef TimerTask _schedule_new(self, object delay_ms, object fn)
-    cdef object _schedule_small(self, long long delay_ms, PyObject *fn)
     cdef TimerTask _link_new(self, TimerTask task, object delay_ms)
     cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs)
     cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,

@@ -217,7 +217,14 @@ cdef extern from "Python.h":
     # On borrowed pointers (Cython's Py_INCREF/Py_DECREF take objects).
     void TW_INCREF "Py_INCREF"(PyObject *o) noexcept
     void TW_DECREF "Py_DECREF"(PyObject *o) noexcept
-    bint TW_CALLABLE "PyCallable_Check"(PyObject *o) noexcept
+
+
+cdef extern from *:
+    """
+    /* PyCallable_Check's body, inline (the same test on 3.9-3.15). */
+    #define TW_CALLABLE(o) (Py_TYPE(o)->tp_call != NULL)
+    """
+    bint TW_CALLABLE(PyObject *o) noexcept
 
 
 cdef extern from *:
@@ -300,6 +307,40 @@ cdef inline void _set_list(TimerTaskEntry entry, TimerTaskList bucket) noexcept:
     TW_INCREF(<PyObject *>bucket)
     tw_store_ptr(TW_ENTRY_LIST_SLOT(entry), <void *>bucket)
     TW_DECREF(old)
+
+
+cdef inline void _link_tail(TimerTaskList bucket, TimerTaskEntry entry) noexcept:
+    # TimerTaskList._link: the bucket takes a reference to the entry (the
+    # ring's); the links themselves are borrowed pointers.
+    cdef PyObject *root = <PyObject *>bucket._root
+    cdef PyObject *tail = (<TimerTaskEntry>root)._prev
+    entry._next = root
+    entry._prev = tail
+    _set_list(entry, bucket)
+    (<TimerTaskEntry>tail)._next = <PyObject *>entry
+    (<TimerTaskEntry>root)._prev = <PyObject *>entry
+    TW_INCREF(<PyObject *>entry)
+    bucket._size += 1
+    tw_atomic_add_ssize(&bucket._counter.value, 1)
+
+
+cdef inline void _unlink_entry(TimerTaskList bucket, TimerTaskEntry entry) noexcept:
+    # TimerTaskList._unlink.  Drops the ring's reference last: the caller
+    # holds its own (a Cython argument is a borrowed reference its caller
+    # keeps alive), so the entry is never freed here.  The bucket is not
+    # touched after the entry lets go of it: a bucket linked by hand
+    # (TimerTaskList.add) may have had no other owner, and TimerTask.cancel
+    # passes it borrowed.
+    cdef PyObject *prev = entry._prev
+    cdef PyObject *nxt = entry._next
+    (<TimerTaskEntry>prev)._next = nxt
+    (<TimerTaskEntry>nxt)._prev = prev
+    entry._prev = NULL
+    entry._next = NULL
+    bucket._size -= 1
+    tw_atomic_add_ssize(&bucket._counter.value, -1)
+    _set_list(entry, None)
+    TW_DECREF(<PyObject *>entry)
 
 
 cdef inline PyObject *_list_of(TimerTaskEntry entry) noexcept:
@@ -533,8 +574,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
         if fn is not None:
             fn(*self._args)
 
-    # A plain METH_NOARGS method (no CyFunction): the unbound or bound call
-    # skips Cython's generic vectorcall adapter, ~90 instructions per cancel.
+    # Replaced by a METH_NOARGS method descriptor at import (_cancel_noargs,
+    # with this docstring): no CyFunction or argument-parsing adapter.
     @cython.binding(False)
     @cython.embedsignature(True)
     @cython.embedsignature.format("clinic")
@@ -549,31 +590,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         :return: True iff the task was pending (or linked in a bucket by
             TimerTaskList.add) and now never runs
         """
-        cdef PyObject *bucket
-        if TW_FT_LOCKS:
-            # Free-threaded: under the timer's lock (see _wheel.pxd); the
-            # callable is released after unlocking (its __del__ may call us).
-            return _cancel_locked(self)
-        # Borrowed: the bucket is not touched after the task drops its
-        # reference to it (_unlink; the counter is updated first below).
-        bucket = <PyObject *>self._list
-        if self._state == PENDING:
-            if bucket != <PyObject *>None and self._next is not NULL:
-                (<TimerTaskList>bucket)._unlink(self)
-        elif self._state == EXPIRED:
-            if bucket != <PyObject *>None:
-                tw_atomic_add_ssize(&(<TimerTaskList>bucket)._counter.value, -1)
-            _set_list(self, None)
-        elif (self._state == IDLE and self._next is not NULL
-              and bucket != <PyObject *>None):
-            # Linked by hand with TimerTaskList.add (Kafka's TimerTaskListTest):
-            # off the common path, which tests PENDING first.
-            (<TimerTaskList>bucket)._unlink(self)
-        else:
-            return False
-        tw_store_u8(&self._state, CANCELLED)
-        _release(self)
-        return True
+        return _task_cancel(self)
 
     # METH_O, like cancel(): no CyFunction vectorcall adapter per call.
     @cython.binding(False)
@@ -737,6 +754,35 @@ cdef object _postpone_locked(TimerTask self, object delay_ms):
     return True
 
 
+cdef inline object _task_cancel(TimerTask self):
+    # TimerTask.cancel's body.
+    cdef PyObject *bucket
+    if TW_FT_LOCKS:
+        # Free-threaded: under the timer's lock (see _wheel.pxd); the
+        # callable is released after unlocking (its __del__ may call us).
+        return _cancel_locked(self)
+    # Borrowed: the bucket is not touched after the task drops its
+    # reference to it (_unlink; the counter is updated first below).
+    bucket = <PyObject *>self._list
+    if self._state == PENDING:
+        if bucket != <PyObject *>None and self._next is not NULL:
+            _unlink_entry(<TimerTaskList>bucket, self)
+    elif self._state == EXPIRED:
+        if bucket != <PyObject *>None:
+            tw_atomic_add_ssize(&(<TimerTaskList>bucket)._counter.value, -1)
+        _set_list(self, None)
+    elif (self._state == IDLE and self._next is not NULL
+          and bucket != <PyObject *>None):
+        # Linked by hand with TimerTaskList.add (Kafka's TimerTaskListTest):
+        # off the common path, which tests PENDING first.
+        _unlink_entry(<TimerTaskList>bucket, self)
+    else:
+        return False
+    tw_store_u8(&self._state, CANCELLED)
+    _release(self)
+    return True
+
+
 @cython.final
 @cython.no_gc
 cdef class TimerTaskList:
@@ -832,36 +878,10 @@ cdef class TimerTaskList:
         return out
 
     cdef void _link(self, TimerTaskEntry entry) noexcept:
-        # The bucket takes a reference to the entry (the ring's); the links
-        # themselves are borrowed pointers.
-        cdef PyObject *root = <PyObject *>self._root
-        cdef PyObject *tail = (<TimerTaskEntry>root)._prev
-        entry._next = root
-        entry._prev = tail
-        _set_list(entry, self)
-        (<TimerTaskEntry>tail)._next = <PyObject *>entry
-        (<TimerTaskEntry>root)._prev = <PyObject *>entry
-        TW_INCREF(<PyObject *>entry)
-        self._size += 1
-        tw_atomic_add_ssize(&self._counter.value, 1)
+        _link_tail(self, entry)
 
     cdef void _unlink(self, TimerTaskEntry entry) noexcept:
-        # Drops the ring's reference last: the caller holds its own (a Cython
-        # argument is a borrowed reference its caller keeps alive), so the
-        # entry is never freed here.  The bucket is not touched after the
-        # entry lets go of it: a bucket linked by hand (TimerTaskList.add)
-        # may have had no other owner, and TimerTask.cancel passes it
-        # borrowed.
-        cdef PyObject *prev = entry._prev
-        cdef PyObject *nxt = entry._next
-        (<TimerTaskEntry>prev)._next = nxt
-        (<TimerTaskEntry>nxt)._prev = prev
-        entry._prev = NULL
-        entry._next = NULL
-        self._size -= 1
-        tw_atomic_add_ssize(&self._counter.value, -1)
-        _set_list(entry, None)
-        TW_DECREF(<PyObject *>entry)
+        _unlink_entry(self, entry)
 
     cdef PyObject **_detach(self) except NULL:
         # Empty a bucket of DETACH_MIN or more entries in one go: return them
@@ -1142,51 +1162,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
     @cython.cdivision(True)  # tick_ms >= 1
     cdef bint _add(self, TimerTaskEntry entry) except -1:
-        # The levels are walked through borrowed pointers: every level is
-        # owned by the one below it (the first by the timer), and nothing
-        # here can run Python code except allocating a new level.
-        cdef PyObject *w = <PyObject *>self
-        cdef int64_t expiration = entry._expiration_ms
-        cdef int64_t tick, current, offset, slots, index
-        cdef PyObject *b
-        cdef TimingWheel overflow, keep
-        while True:
-            tick = (<TimingWheel>w)._tick_ms
-            current = (<TimingWheel>w)._current_time_ms
-            if expiration < current + tick:
-                return False
-            offset = expiration - current
-            if offset < (<TimingWheel>w)._interval_ms:
-                # Work relative to the level's current slot: 0 < offset <
-                # interval, so no 64-bit signed division and no modulo
-                # (bucket = (current slot + slots) mod wheel_size).
-                if tick == 1:
-                    slots = offset
-                elif offset <= <int64_t>UINT32_MAX:
-                    slots = <uint32_t>offset // <uint32_t>tick
-                else:
-                    slots = <uint64_t>offset // <uint64_t>tick
-                index = (<TimingWheel>w)._current_index + slots
-                if index >= (<TimingWheel>w)._wheel_size:
-                    index -= (<TimingWheel>w)._wheel_size
-                b = TW_LIST_ITEM(<PyObject *>(<TimingWheel>w)._buckets, index)
-                (<TimerTaskList>b)._link(entry)
-                # The bucket is queued once per time slot: only when its
-                # expiration changes does it need a (new) place in the queue.
-                if (<TimerTaskList>b)._set_expiration(current + slots * tick):
-                    (<TimingWheel>w)._queue._offer(<TimerTaskList>b)
-                return True
-            if (<TimingWheel>w)._overflow is None:
-                keep = <TimingWheel>w  # owned across the allocation below
-                overflow = TimingWheel(
-                    (<TimingWheel>w)._interval_ms, (<TimingWheel>w)._wheel_size,
-                    current, (<TimingWheel>w)._counter, (<TimingWheel>w)._queue,
-                )
-                # Allocation may run a GC pass and user finalizers (3.11);
-                # one of them could have created the level already.
-                if (<TimingWheel>w)._overflow is None:
-                    (<TimingWheel>w)._overflow = overflow
-            w = <PyObject *>(<TimingWheel>w)._overflow
+        return _wheel_link(self, entry, entry._expiration_ms) != 0
 
     def advance_clock(self, time_ms):
         """Move current_time_ms forward to ``time_ms`` rounded down to the tick."""
@@ -1320,6 +1296,106 @@ cdef inline unsigned int _early_of(int64_t expiration_ms, int64_t deadline_ns) n
     # new int object on every add (~100 instructions per schedule).
     cdef int64_t early = expiration_ms * NS_PER_MS - deadline_ns
     return <unsigned int>early if early < 0xFFFFFFFFLL else 0xFFFFFFFFU
+
+
+cdef extern from *:
+    """
+    /* A new reference handed to Cython as its own (no incref). */
+    static inline PyObject *tw_steal(PyObject *o) { return o; }
+
+    /* The object fields of a TimerTask fresh from tw_freelist_alloc (zeroed
+       memory): _list holds None, as Cython's tp_new leaves it, and the
+       callable and its arguments are stored with their own references
+       (a macro: the struct is defined after this block). */
+    #define TW_TASK_INIT(t, fn, args) do { \
+        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *t_ = \
+            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(t); \
+        Py_INCREF(Py_None); \
+        t_->__pyx_base._list = \
+            (struct __pyx_obj_9tickwheel_6_wheel_TimerTaskList *)Py_None; \
+        Py_INCREF(fn); \
+        t_->_fn = (fn); \
+        Py_INCREF(args); \
+        t_->_args = (args); \
+    } while (0)
+    """
+    object tw_steal(PyObject *o)
+    void TW_TASK_INIT(PyObject *t, PyObject *fn, PyObject *args) noexcept
+
+
+@cython.cdivision(True)
+cdef inline int64_t _ceil_ms(int64_t deadline_ns) noexcept nogil:
+    # A deadline in ns rounded up to the millisecond (Python's -(-x // M)).
+    if deadline_ns > 0:
+        return (deadline_ns + (NS_PER_MS - 1)) / NS_PER_MS
+    return -_floordiv(-deadline_ns, NS_PER_MS)
+
+
+cdef inline int _wheel_link(TimingWheel wheel, TimerTaskEntry entry,
+                            int64_t expiration) except -1:
+    """Link ``entry`` (expiring at ``expiration``) into the level that holds it.
+
+    0: it is due at the lowest level (nothing linked); 1: linked; 2: linked,
+    and its bucket became the queue's head (the driver must wake).  The
+    levels are walked through borrowed pointers: every level is owned by
+    the one below it (the first by the timer), and nothing here can run
+    Python code except allocating a new level (_grow).
+    """
+    cdef PyObject *w = <PyObject *>wheel
+    cdef int64_t tick = wheel._tick_ms
+    cdef int64_t current = wheel._current_time_ms
+    cdef int64_t offset = expiration - current
+    cdef int64_t slots, index
+    cdef PyObject *b
+    if offset < tick:
+        return 0
+    # A level's clock is the lowest level's rounded down to its own tick,
+    # so its offset is at least this one: every level whose interval this
+    # offset reaches is passed over on one comparison each.  The level
+    # reached may still be one short (its own offset is larger by less
+    # than its tick); the one above it then holds the entry, since a
+    # level's interval is wheel_size >= 2 times the one below.
+    while True:
+        if offset < (<TimingWheel>w)._interval_ms:
+            current = (<TimingWheel>w)._current_time_ms
+            offset = expiration - current
+            if offset < (<TimingWheel>w)._interval_ms:
+                break
+        if (<TimingWheel>w)._overflow is None:
+            _grow(<TimingWheel>w)
+        w = <PyObject *>(<TimingWheel>w)._overflow
+    # Relative to the level's current slot: 0 < offset < interval, so no
+    # 64-bit signed division and no modulo (bucket = (current slot +
+    # slots) mod wheel_size).
+    tick = (<TimingWheel>w)._tick_ms
+    if tick == 1:
+        slots = offset
+    elif offset <= <int64_t>UINT32_MAX:
+        slots = <uint32_t>offset // <uint32_t>tick
+    else:
+        slots = <uint64_t>offset // <uint64_t>tick
+    index = (<TimingWheel>w)._current_index + slots
+    if index >= (<TimingWheel>w)._wheel_size:
+        index -= (<TimingWheel>w)._wheel_size
+    b = TW_LIST_ITEM(<PyObject *>(<TimingWheel>w)._buckets, index)
+    _link_tail(<TimerTaskList>b, entry)
+    # The bucket is queued once per time slot: only when its expiration
+    # changes does it need a (new) place in the queue.
+    if (<TimerTaskList>b)._set_expiration(current + slots * tick):
+        return 1 + (<TimingWheel>w)._queue._offer(<TimerTaskList>b)
+    return 1
+
+
+cdef int _grow(TimingWheel w) except -1:
+    # The overflow level above ``w``, made on first use.
+    cdef TimingWheel overflow = TimingWheel(
+        w._interval_ms, w._wheel_size, w._current_time_ms, w._counter, w._queue,
+    )
+    # Allocation may run a GC pass and user finalizers (3.11); one of them
+    # could have created the level already.
+    if w._overflow is None:
+        w._overflow = overflow
+    return 0
 
 
 def _in_expiration_order(list tasks, Py_ssize_t n_ready):
@@ -1767,29 +1843,6 @@ Initialize self.  See help(type(self)) for accurate signature."""
         return self._link_new(_new_task(fn, ()), delay_ms)
 
     @cython.final
-    cdef object _schedule_small(self, long long delay_ms, PyObject *fn):
-        # schedule(delay_ms, fn) on a GIL build with a valid int delay
-        # (_schedule_fastcall checks it with _int_ms) and a callable fn:
-        # _schedule_new, _link_new and _delay_to_ns in one frame, on borrowed
-        # arguments (each frame less saves its call and the reference count
-        # traffic of passing the task back; bench/README.md).
-        cdef TimerTask task = TimerTask.__new__(TimerTask)
-        task._fn = <object>fn
-        task._args = ()
-        task._delay_ms = <double>delay_ms
-        task._delay_is_int = True
-        # _add_new's body, inline (as a call it costs W2 15-27 instructions)
-        if self._closed:
-            raise RuntimeError("timer is closed")
-        cdef int64_t delay_ns = delay_ms * NS_PER_MS
-        cdef int64_t now_ns = self._now_ns()
-        cdef int64_t expiration = self._expiration_for(task, now_ns, delay_ns)
-        task._early_ns = _early_of(expiration, now_ns + delay_ns)
-        if self._place(task, now_ns, expiration):
-            self._on_wake()
-        return task
-
-    @cython.final
     cdef TimerTask _link_new(self, TimerTask task, object delay_ms):
         # A task made here is idle and holds its callable: _add's checks for
         # a re-added task are skipped.
@@ -1878,17 +1931,15 @@ Initialize self.  See help(type(self)) for accurate signature."""
     @cython.final
     cdef int _place(self, TimerTask task, int64_t now_ns, int64_t expiration) except -1:
         # Link an unlinked task into the wheel, or make it ready if due.
-        # Borrowed (the queue owns it): no reference count traffic on a list
-        # that every thread adding to this timer reads.
-        cdef PyObject *heap = <PyObject *>self._queue._heap
-        cdef Py_ssize_t before = PyList_GET_SIZE(<object>heap)
+        cdef int placed
         task._expiration_ms = expiration
         tw_store_u8(&task._state, PENDING)
         # "Due" is judged on the timer's clock: the wheel's own clock only
         # moves when a bucket is polled and may lag behind it.
-        if expiration * NS_PER_MS > now_ns and self._wheel._add(task):
-            return (PyList_GET_SIZE(<object>heap) > before
-                    and <PyObject *>PyList_GET_ITEM(<object>heap, 0) == <PyObject *>task._list)
+        if expiration * NS_PER_MS > now_ns:
+            placed = _wheel_link(self._wheel, task, expiration)
+            if placed:
+                return placed == 2
         self._expire(task)
         self._ready.append(task)
         return 1
@@ -2407,8 +2458,56 @@ cdef extern from "Python.h":
     enum:
         METH_FASTCALL
         METH_KEYWORDS
+        METH_NOARGS
     object PyDescr_NewMethod(PyTypeObject *type, PyMethodDef *meth)
     void PyType_Modified(PyTypeObject *type)
+
+cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject *fn):
+    # schedule(delay_ms, fn) on a GIL build, one lane, with a valid int
+    # delay (_schedule_fastcall checks it with _int_ms) and a callable
+    # fn: _schedule_new, _add_new, _expiration_for and _place in one
+    # frame, the wheel walk inline (_wheel_link), and the task made in
+    # place from the freelist instead of through Cython's tp_new (~250
+    # of the ~440 instructions a schedule took; bench/README.md).
+    cdef int64_t now_ns, deadline_ns, expiration
+    cdef PyObject *o
+    cdef int placed
+    if self._closed:
+        raise RuntimeError("timer is closed")
+    if self._manual:
+        now_ns = self._manual_now_ns
+    elif TW_HAVE_C_CLOCK and self._fast_clock:
+        now_ns = tw_monotonic_ns()
+    else:
+        now_ns = self._now_ns()
+    # Everything that can refuse the task runs before it exists.
+    deadline_ns = now_ns + delay_ms * NS_PER_MS
+    expiration = _ceil_ms(deadline_ns)
+    if self._tick_ms != 1:
+        expiration = _ceil_to(expiration, self._tick_ms)
+    if expiration > C_MAX_EXPIRATION_MS:
+        _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
+    o = tw_freelist_alloc(<PyTypeObject *>TimerTask, 0, sizeof(TimerTask))
+    if o is NULL:
+        raise MemoryError()
+    TW_TASK_INIT(o, fn, <PyObject *>_EMPTY)
+    (<TimerTask>o)._delay_ms = <double>delay_ms
+    (<TimerTask>o)._delay_is_int = True
+    (<TimerTask>o)._early_ns = _early_of(expiration, deadline_ns)
+    (<TimerTask>o)._expiration_ms = expiration
+    tw_store_u8(&(<TimerTask>o)._state, PENDING)
+    task = tw_steal(o)  # owned from here: an error below frees it
+    placed = 0
+    if expiration * NS_PER_MS > now_ns:
+        placed = _wheel_link(self._wheel, <TimerTaskEntry>o, expiration)
+    if placed == 0:
+        # Due already (a delay of 0 or less): ready for the next poll.
+        self._expire(<TimerTask>task)
+        self._ready.append(task)
+    if placed != 1:
+        self._on_wake()
+    return task
+
 
 cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
                                PyObject *kwnames):
@@ -2421,7 +2520,7 @@ cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
         if (<TimerCore>self)._lanes is not None:
             return _thread_lane(<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
         if not TW_FT_LOCKS and TW_INT_EXACT(args[0]) and _int_ms(args[0], &small):
-            return (<TimerCore>self)._schedule_small(small, args[1])
+            return _schedule_small(<TimerCore>self, small, args[1])
         return (<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
     cdef dict kwargs = None
     if nargs < 2:
@@ -2472,25 +2571,34 @@ cdef tuple _EMPTY = ()
 # The method tables, and the bytes their names and docstrings point into,
 # live as long as the module.
 cdef PyMethodDef _schedule_def, _schedule_as_def, _loop_call_later_def, _loop_call_at_def
+cdef PyMethodDef _cancel_def
 cdef list _FASTCALL_STRINGS = []
 
 
 cdef int _install_fastcall(PyMethodDef *d, str name, void *meth, str signature) except -1:
     # TimerCore.<name> becomes a METH_FASTCALL | METH_KEYWORDS method
-    # descriptor with the docstring of the class body's def (help() and
-    # inspect.signature read the signature line).
+    # descriptor.
+    return _install_method(<PyTypeObject *>TimerCore, d, name, meth,
+                           METH_FASTCALL | METH_KEYWORDS, signature)
+
+
+cdef int _install_method(PyTypeObject *t, PyMethodDef *d, str name, void *meth,
+                         int flags, str signature) except -1:
+    # <type>.<name> becomes a C method descriptor of these flags, with the
+    # docstring of the class body's def (help() and inspect.signature read
+    # the signature line).
     cdef bytes name_b = name.encode()
     cdef bytes doc = (
-        f"{name}({signature})\n--\n\n" + getattr(TimerCore, name).__doc__
+        f"{name}({signature})\n--\n\n" + getattr(<object>t, name).__doc__
     ).encode()
     _FASTCALL_STRINGS.extend((name_b, doc))
     d.ml_name = name_b
     d.ml_meth = meth
-    d.ml_flags = METH_FASTCALL | METH_KEYWORDS
+    d.ml_flags = flags
     d.ml_doc = doc
-    cdef dict tp_dict = tw_type_dict(<PyTypeObject *>TimerCore)
-    tp_dict[name] = PyDescr_NewMethod(<PyTypeObject *>TimerCore, d)
-    PyType_Modified(<PyTypeObject *>TimerCore)
+    cdef dict tp_dict = tw_type_dict(t)
+    tp_dict[name] = PyDescr_NewMethod(t, d)
+    PyType_Modified(t)
     return 0
 
 
@@ -2498,6 +2606,15 @@ _install_fastcall(&_schedule_def, "schedule", <void *>_schedule_fastcall,
                   "$self, delay_ms, fn, /, *args, **kwargs")
 _install_fastcall(&_schedule_as_def, "schedule_as", <void *>_schedule_as_fastcall,
                   "$self, task_type, delay_ms, fn, /, *args")
+
+
+cdef object _cancel_noargs(object self, PyObject *unused):
+    # TimerTask.cancel as METH_NOARGS (the descriptor has checked the type).
+    return _task_cancel(<TimerTask>self)
+
+
+_install_method(<PyTypeObject *>TimerTask, &_cancel_def, "cancel", <void *>_cancel_noargs,
+                METH_NOARGS, "$self, /")
 
 
 # -- the event loop's call_later in C -------------------------------------------
@@ -2635,8 +2752,51 @@ cdef PyObject *_task_alloc(PyTypeObject *t, Py_ssize_t n) noexcept:
     return tw_freelist_alloc(t, n, sizeof(TimerTask))
 
 
+cdef extern from *:
+    """
+    /* Cython's tp_dealloc of TimerTask, kept for every other type that
+       reaches it (subclasses call their base's tp_dealloc). */
+    static destructor tw_task_dealloc_base = NULL;
+    static void tw_hook_task_dealloc(PyTypeObject *t, destructor d) {
+        tw_task_dealloc_base = t->tp_dealloc;
+        t->tp_dealloc = d;
+    }
+    #define tw_task_dealloc_base_call(o) (tw_task_dealloc_base(o))
+    #define tw_type_free(o) (Py_TYPE(o)->tp_free((void *)(o)))
+    /* Drop an exact TimerTask's three object fields, in the order Cython's
+       deallocs (TimerTask's, then TimerTaskEntry's) drop them. */
+    #define TW_TASK_CLEAR(o) do { \
+        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *t_ = \
+            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
+        Py_CLEAR(t_->_fn); \
+        Py_CLEAR(t_->_args); \
+        Py_CLEAR(t_->__pyx_base._list); \
+    } while (0)
+    """
+    ctypedef void (*destructor)(PyObject *o) noexcept
+    void tw_hook_task_dealloc(PyTypeObject *t, destructor d) noexcept
+    void tw_task_dealloc_base_call(PyObject *o) noexcept
+    void tw_type_free(PyObject *o) noexcept
+    void TW_TASK_CLEAR(PyObject *o) noexcept
+    PyTypeObject *TW_TYPE "Py_TYPE"(PyObject *o) noexcept
+
+
+cdef void _task_dealloc(PyObject *o) noexcept:
+    # TimerTask's tp_dealloc on builds with the freelist.  An exact
+    # TimerTask (not GC-tracked, no finalizer, no weak references) drops
+    # its fields and goes to tp_free (the freelist) in one call; Cython's
+    # pair of deallocs, each looking for a finalizer, cost twice that per
+    # freed task.  Every subtype goes through Cython's.
+    if TW_TYPE(o) == <PyTypeObject *>TimerTask:
+        TW_TASK_CLEAR(o)
+        tw_type_free(o)
+    else:
+        tw_task_dealloc_base_call(o)
+
+
 # Before any TimerTask exists (and before _purgatory's subtype is readied).
-tw_install_freelist(<PyTypeObject *>TimerTask, _task_alloc, sizeof(TimerTask))
+if tw_install_freelist(<PyTypeObject *>TimerTask, _task_alloc, sizeof(TimerTask)):
+    tw_hook_task_dealloc(<PyTypeObject *>TimerTask, _task_dealloc)
 
 
 def _freelist_size():
