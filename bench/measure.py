@@ -550,7 +550,8 @@ class _Floor:
     ``floor-handle``: that, and schedule returns a new cancellable handle
     (a freelisted compiled object holding the deadline and the callable)
     whose type's ``cancel`` drops the callable: tickwheel's call shape with
-    no wheel behind it.
+    no wheel behind it.  ``floor-node``: the same with the handle padded to
+    the size of a tickwheel node.
     """
 
     def __init__(self, kind: str) -> None:
@@ -561,10 +562,13 @@ class _Floor:
         import pyximport
 
         pyximport.install(language_level=3, inplace=False)
-        from _floor import ClockHandle, ClockOnly, Handle
+        from _floor import ClockHandle, ClockNode, ClockOnly, Handle, Node
 
         if kind == "floor-clock":
             self.schedule = ClockOnly().schedule
+        elif kind == "floor-node":
+            self.schedule = ClockNode().schedule
+            self.cancel = Node.cancel
         else:
             self.schedule = ClockHandle().schedule
             self.cancel = Handle.cancel
@@ -624,8 +628,9 @@ INTERLEAVED_IMPLS = [
     "floor",
     "floor-clock",
     "floor-handle",
+    "floor-node",
 ]
-FLOOR_IMPLS = ("floor", "floor-clock", "floor-handle")
+FLOOR_IMPLS = ("floor", "floor-clock", "floor-handle", "floor-node")
 
 
 def interleaved(impl: str, n: int, rounds: int = 7) -> dict[str, Any]:

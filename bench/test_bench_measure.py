@@ -8,6 +8,8 @@ what it held when every timer is cancelled.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from measure import (
     LATENESS,
@@ -71,9 +73,11 @@ def test_interleaved_smoke():
 def test_interleaved_runs_the_floors():
     # bench/_floor.pyx compiles (pyximport) and the floors run the loops;
     # their speed is for bench/run.py to report, not for a smoke test.
-    result = interleaved("floor,floor-clock,floor-handle", 2_000, rounds=3)
+    result = interleaved("floor,floor-clock,floor-handle,floor-node", 2_000, rounds=3)
     for row in result["workloads"].values():
-        assert sorted(row) == ["floor", "floor-clock", "floor-handle", "tickwheel"]
+        assert sorted(row) == [
+            "floor", "floor-clock", "floor-handle", "floor-node", "tickwheel"
+        ]
         assert all(r["median_ns"] > 0 for r in row.values())
 
 
@@ -85,3 +89,13 @@ def test_floor_handle_is_a_handle():
     assert a is not b and type(a).__name__ == "Handle"
     assert floor.cancel(a) is True and floor.cancel(a) is False
     assert floor.cancel(b) is True
+
+
+def test_floor_node_is_a_handle_the_size_of_a_node():
+    from tickwheel import _wheel
+
+    floor = _make("floor-node")
+    a = floor.schedule(5, print)
+    assert type(a).__name__ == "Node"
+    assert sys.getsizeof(a) == sys.getsizeof(_wheel.TimerTask(5, print))
+    assert floor.cancel(a) is True and floor.cancel(a) is False

@@ -16,6 +16,7 @@ def _run(python: str, tw: float, heap: float, fh: float) -> dict:
         "heapq": {"median_ns": tw * heap, "ratio_median": heap},
         "asyncio": {"median_ns": tw * 12, "ratio_median": 12.0},
         "floor-handle": {"median_ns": tw * fh, "ratio_median": fh},
+        "floor-node": {"median_ns": tw * fh * 1.2, "ratio_median": fh * 1.2},
     }
     return {"python": python, "workloads": {"W1-add": row, "W2-sliding": row}}
 
@@ -38,6 +39,7 @@ def test_medians_per_version_and_the_floor_ratios():
     assert r["runs"] == 3 and r["tickwheel_ns"] == 110 and r["heapq"] == 4.0
     assert r["over_floor"] == pytest.approx(1 / 0.6)
     assert r["heapq_over_floor"] == pytest.approx(4.0 / 0.6)
+    assert r["over_node"] == pytest.approx(1 / 0.72)
     assert r["uvloop"] is None  # not installed there: a dash, not a zero
     table = versions.render(rows)
     assert "| 3.14.0 | W1 `schedule` | 110 ns | 4.00× | 12.00× | – |" in table

@@ -6,7 +6,9 @@ interpreters in turn, ``--repeat`` times, and prints a Markdown table of the
 medians per version: tickwheel's time, how many times slower heapq, asyncio
 and uvloop are, and the ``floor-handle`` row (the loop, a compiled schedule
 that reads the clock and returns a new cancellable handle, and that
-handle's cancel: tickwheel's call shape with no wheel behind it)::
+handle's cancel: tickwheel's call shape with no wheel behind it), and
+tickwheel against ``floor-node``, the same handle the size of a tickwheel
+node::
 
     python bench/versions.py --python python3.11 --python python3.14 --repeat 2
 
@@ -29,7 +31,7 @@ import sys
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-IMPLS = "heapq,asyncio,uvloop,floor,floor-clock,floor-handle"
+IMPLS = "heapq,asyncio,uvloop,floor,floor-clock,floor-handle,floor-node"
 PEERS = ("heapq", "asyncio", "uvloop")
 WORKLOADS = {"W1-add": "W1 `schedule`", "W2-sliding": "W2 sliding window"}
 
@@ -79,6 +81,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(per),
                 "tickwheel_ns": med("tickwheel", "median_ns"),
                 "floor_handle_ns": med("floor-handle", "median_ns"),
+                "floor_node_ns": med("floor-node", "median_ns"),
             }
             for peer in PEERS:
                 row[peer] = med(peer, "ratio_median")
@@ -87,6 +90,8 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             # call shape could get ahead of heapq (heapq / floor-handle).
             row["over_floor"] = 1 / fh if fh else None
             row["heapq_over_floor"] = row["heapq"] / fh if fh and row["heapq"] else None
+            fn = med("floor-node", "ratio_median")
+            row["over_node"] = 1 / fn if fn else None
             rows.append(row)
     return rows
 
@@ -102,15 +107,16 @@ def _ns(v: float | None) -> str:
 def render(rows: list[dict[str, Any]]) -> str:
     out = [
         "| Python | workload | tickwheel | heapq | asyncio | uvloop "
-        "| floor-handle | tickwheel ÷ floor-handle | heapq ÷ floor-handle |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| floor-handle | tickwheel ÷ floor-handle | heapq ÷ floor-handle "
+        "| tickwheel ÷ floor-node |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
             f"| {r['python']} | {WORKLOADS[r['workload']]} | {_ns(r['tickwheel_ns'])} "
             f"| {_x(r['heapq'])} | {_x(r['asyncio'])} | {_x(r['uvloop'])} "
             f"| {_ns(r['floor_handle_ns'])} | {_x(r['over_floor'])} "
-            f"| {_x(r['heapq_over_floor'])} |"
+            f"| {_x(r['heapq_over_floor'])} | {_x(r['over_node'])} |"
         )
     return "\n".join(out)
 

@@ -1298,36 +1298,15 @@ cdef inline unsigned int _early_of(int64_t expiration_ms, int64_t deadline_ns) n
     return <unsigned int>early if early < 0xFFFFFFFFLL else 0xFFFFFFFFU
 
 
-cdef extern from *:
-    """
-    /* A new reference handed to Cython as its own (no incref). */
-    static inline PyObject *tw_steal(PyObject *o) { return o; }
-
-    /* The object fields of a TimerTask fresh from tw_freelist_alloc (zeroed
-       memory): _list holds None, as Cython's tp_new leaves it, and the
-       callable and its arguments are stored with their own references
-       (a macro: the struct is defined after this block). */
-    #define TW_TASK_INIT(t, fn, args) do { \
-        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *t_ = \
-            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(t); \
-        Py_INCREF(Py_None); \
-        t_->__pyx_base._list = \
-            (struct __pyx_obj_9tickwheel_6_wheel_TimerTaskList *)Py_None; \
-        Py_INCREF(fn); \
-        t_->_fn = (fn); \
-        Py_INCREF(args); \
-        t_->_args = (args); \
-    } while (0)
-    """
-    object tw_steal(PyObject *o)
-    void TW_TASK_INIT(PyObject *t, PyObject *fn, PyObject *args) noexcept
-
-
 @cython.cdivision(True)
 cdef inline int64_t _ceil_ms(int64_t deadline_ns) noexcept nogil:
-    # A deadline in ns rounded up to the millisecond (Python's -(-x // M)).
+    # A deadline in ns rounded up to the millisecond (Python's -(-x // M));
+    # no addition before the division, which could pass 2**63 at the end
+    # of the clock range.
+    cdef int64_t q
     if deadline_ns > 0:
-        return (deadline_ns + (NS_PER_MS - 1)) / NS_PER_MS
+        q = deadline_ns / NS_PER_MS
+        return q + (deadline_ns - q * NS_PER_MS != 0)
     return -_floordiv(-deadline_ns, NS_PER_MS)
 
 
@@ -2464,14 +2443,13 @@ cdef extern from "Python.h":
 
 cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject *fn):
     # schedule(delay_ms, fn) on a GIL build, one lane, with a valid int
-    # delay (_schedule_fastcall checks it with _int_ms) and a callable
-    # fn: _schedule_new, _add_new, _expiration_for and _place in one
-    # frame, the wheel walk inline (_wheel_link), and the task made in
-    # place from the freelist instead of through Cython's tp_new (~250
-    # of the ~440 instructions a schedule took; bench/README.md).
+    # delay (_schedule_fastcall checks it with _int_ms) and a callable fn:
+    # _schedule_new, _add_new, _expiration_for and _place in one frame of
+    # _schedule_fastcall, and the level walk inline (_wheel_link): on 3.14
+    # ~140 of the ~290 instructions a schedule took outside making the task
+    # (bench/README.md).
     cdef int64_t now_ns, deadline_ns, expiration
-    cdef PyObject *o
-    cdef int placed
+    cdef int placed = 0
     if self._closed:
         raise RuntimeError("timer is closed")
     if self._manual:
@@ -2487,22 +2465,19 @@ cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject 
         expiration = _ceil_to(expiration, self._tick_ms)
     if expiration > C_MAX_EXPIRATION_MS:
         _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
-    o = tw_freelist_alloc(<PyTypeObject *>TimerTask, 0, sizeof(TimerTask))
-    if o is NULL:
-        raise MemoryError()
-    TW_TASK_INIT(o, fn, <PyObject *>_EMPTY)
-    (<TimerTask>o)._delay_ms = <double>delay_ms
-    (<TimerTask>o)._delay_is_int = True
-    (<TimerTask>o)._early_ns = _early_of(expiration, deadline_ns)
-    (<TimerTask>o)._expiration_ms = expiration
-    tw_store_u8(&(<TimerTask>o)._state, PENDING)
-    task = tw_steal(o)  # owned from here: an error below frees it
-    placed = 0
+    cdef TimerTask task = TimerTask.__new__(TimerTask)
+    task._fn = <object>fn
+    task._args = ()
+    task._delay_ms = <double>delay_ms
+    task._delay_is_int = True
+    task._early_ns = _early_of(expiration, deadline_ns)
+    task._expiration_ms = expiration
+    tw_store_u8(&task._state, PENDING)
     if expiration * NS_PER_MS > now_ns:
-        placed = _wheel_link(self._wheel, <TimerTaskEntry>o, expiration)
+        placed = _wheel_link(self._wheel, task, expiration)
     if placed == 0:
         # Due already (a delay of 0 or less): ready for the next poll.
-        self._expire(<TimerTask>task)
+        self._expire(task)
         self._ready.append(task)
     if placed != 1:
         self._on_wake()
@@ -2752,51 +2727,8 @@ cdef PyObject *_task_alloc(PyTypeObject *t, Py_ssize_t n) noexcept:
     return tw_freelist_alloc(t, n, sizeof(TimerTask))
 
 
-cdef extern from *:
-    """
-    /* Cython's tp_dealloc of TimerTask, kept for every other type that
-       reaches it (subclasses call their base's tp_dealloc). */
-    static destructor tw_task_dealloc_base = NULL;
-    static void tw_hook_task_dealloc(PyTypeObject *t, destructor d) {
-        tw_task_dealloc_base = t->tp_dealloc;
-        t->tp_dealloc = d;
-    }
-    #define tw_task_dealloc_base_call(o) (tw_task_dealloc_base(o))
-    #define tw_type_free(o) (Py_TYPE(o)->tp_free((void *)(o)))
-    /* Drop an exact TimerTask's three object fields, in the order Cython's
-       deallocs (TimerTask's, then TimerTaskEntry's) drop them. */
-    #define TW_TASK_CLEAR(o) do { \
-        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *t_ = \
-            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
-        Py_CLEAR(t_->_fn); \
-        Py_CLEAR(t_->_args); \
-        Py_CLEAR(t_->__pyx_base._list); \
-    } while (0)
-    """
-    ctypedef void (*destructor)(PyObject *o) noexcept
-    void tw_hook_task_dealloc(PyTypeObject *t, destructor d) noexcept
-    void tw_task_dealloc_base_call(PyObject *o) noexcept
-    void tw_type_free(PyObject *o) noexcept
-    void TW_TASK_CLEAR(PyObject *o) noexcept
-    PyTypeObject *TW_TYPE "Py_TYPE"(PyObject *o) noexcept
-
-
-cdef void _task_dealloc(PyObject *o) noexcept:
-    # TimerTask's tp_dealloc on builds with the freelist.  An exact
-    # TimerTask (not GC-tracked, no finalizer, no weak references) drops
-    # its fields and goes to tp_free (the freelist) in one call; Cython's
-    # pair of deallocs, each looking for a finalizer, cost twice that per
-    # freed task.  Every subtype goes through Cython's.
-    if TW_TYPE(o) == <PyTypeObject *>TimerTask:
-        TW_TASK_CLEAR(o)
-        tw_type_free(o)
-    else:
-        tw_task_dealloc_base_call(o)
-
-
 # Before any TimerTask exists (and before _purgatory's subtype is readied).
-if tw_install_freelist(<PyTypeObject *>TimerTask, _task_alloc, sizeof(TimerTask)):
-    tw_hook_task_dealloc(<PyTypeObject *>TimerTask, _task_dealloc)
+tw_install_freelist(<PyTypeObject *>TimerTask, _task_alloc, sizeof(TimerTask))
 
 
 def _freelist_size():

@@ -1,0 +1,171 @@
+"""schedule(delay_ms, fn) takes a short path; it must agree with the long one.
+
+On GIL builds the compiled ``TimerCore.schedule`` with an int delay and no
+extra arguments makes the task in place and links it in one C frame; every
+other call (extra arguments, a float delay, ``schedule_as``, ``add``) goes
+through the general path.  These tests run the same adds both ways on twin
+timers and compare everything a task and its timer report, on both cores.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import weakref
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+NS = 1_000_000
+
+DELAYS = [-5, 0, 1, 2, 19, 20, 21, 399, 400, 401, 7_999, 8_000, 159_999, 160_000,
+          3_200_001, 2**30 - 1, 2**30, 10**9]
+CLOCKS = [0, 1, 999_999, 1_000_000, 123_456_789, -7_500_001, 86_400 * 10**9 + 3]
+
+
+def _noop() -> None:
+    pass
+
+
+def _report(core: Any, task: Any) -> tuple[Any, ...]:
+    return (
+        task.state,
+        task.expiration_ms,
+        task.deadline_ns,
+        task.delay_ms,
+        type(task.delay_ms),
+        task.fn is _noop,
+        task.args,
+        len(core),
+        core.next_expiration_ms,
+    )
+
+
+def _pair(impl: ModuleType, now_ns: int, tick_ms: int, wheel_size: int) -> list[Any]:
+    cores = [impl.TimerCore(tick_ms, wheel_size, start_ms=now_ns // NS, manual=True)
+             for _ in range(2)]
+    for core in cores:
+        core.now_ns = now_ns
+    return cores
+
+
+@pytest.mark.parametrize("tick_ms,wheel_size", [(1, 20), (7, 2), (1, 3)])
+@pytest.mark.parametrize("now_ns", CLOCKS)
+def test_short_path_agrees_with_the_general_one(
+    impl: ModuleType, now_ns: int, tick_ms: int, wheel_size: int
+) -> None:
+    fast, slow = _pair(impl, now_ns, tick_ms, wheel_size)
+    for delay in DELAYS:
+        a = fast.schedule(delay, _noop)
+        b = slow.schedule_as(impl.TimerTask, delay, _noop)
+        assert _report(fast, a) == _report(slow, b), (delay, now_ns)
+    # Same ready tasks, then the same expiries in the same order as time passes.
+    key = [(t.delay_ms, t.expiration_ms) for t in fast._take_ready()]
+    assert key == [(t.delay_ms, t.expiration_ms) for t in slow._take_ready()]
+    for step in (1, 19, 400, 8_000, 160_000, 3_200_000, 10**9 + 1):
+        now_ms = -(-now_ns // NS) + step
+        got = [(t.delay_ms, t.expiration_ms) for t in fast._take_due(now_ms)]
+        want = [(t.delay_ms, t.expiration_ms) for t in slow._take_due(now_ms)]
+        assert got == want, step
+    assert len(fast) == len(slow)
+
+
+def test_short_path_wakes_the_driver_as_the_general_one(impl: ModuleType) -> None:
+    # _on_wake: a task due at once, or a bucket that became the queue's head.
+    class Core(impl.TimerCore):
+        def __init__(self) -> None:
+            super().__init__(manual=True)
+            self.wakes = 0
+
+        def _on_wake(self) -> None:
+            self.wakes += 1
+
+    fast, slow = Core(), Core()
+    for delay in (50, 40, 60, 40, 0, 3_000, 10, -1, 10):
+        fast.schedule(delay, _noop)
+        slow.schedule_as(impl.TimerTask, delay, _noop)
+        assert fast.wakes == slow.wakes, delay
+    # 50 (the first bucket), 0 and -1 (due), 10 (a bucket before 50's);
+    # 40 shares 50's 20 ms bucket of the second level.
+    assert fast.wakes == 4
+
+
+def test_short_path_refuses_what_the_general_one_refuses(impl: ModuleType) -> None:
+    # The latest clock reading the cores accept, and the longest delay.
+    core = impl.TimerCore(start_ms=2**62 // NS, clock=lambda: 2**62)
+    with pytest.raises(OverflowError, match="past the end of the clock range"):
+        core.schedule(impl.MAX_DELAY_MS, _noop)
+    with pytest.raises(OverflowError, match="past the end of the clock range"):
+        core.schedule_as(impl.TimerTask, impl.MAX_DELAY_MS, _noop)
+    assert len(core) == 0
+    core = impl.TimerCore(manual=True)
+    core._close_core()
+    with pytest.raises(RuntimeError, match="closed"):
+        core.schedule(5, _noop)
+    with pytest.raises(TypeError, match="fn must be callable"):
+        impl.TimerCore(manual=True).schedule(5, "not callable")
+
+
+def test_short_path_reads_a_clock_given_as_a_callable(impl: ModuleType) -> None:
+    reads = []
+    core = impl.TimerCore(clock=lambda: reads.append(1) or 5 * NS + 1)
+    before = len(reads)
+    task = core.schedule(10, _noop)
+    assert len(reads) == before + 1
+    assert task.deadline_ns == 15 * NS + 1 and task.expiration_ms == 16
+    with pytest.raises(ZeroDivisionError):
+        impl.TimerCore(clock=lambda: 1 // 0).schedule(10, _noop)
+
+
+def test_cancel_is_a_method_of_no_arguments(impl: ModuleType) -> None:
+    task = impl.TimerTask(5, _noop)
+    assert list(inspect.signature(impl.TimerTask.cancel).parameters) == ["self"]
+    assert "Stop the task from running" in impl.TimerTask.cancel.__doc__
+    with pytest.raises(TypeError):
+        impl.TimerTask.cancel(task, 1)
+    with pytest.raises((TypeError, AttributeError)):  # the twin: AttributeError
+        impl.TimerTask.cancel(object())
+    core = impl.TimerCore(manual=True)
+    task = core.schedule(5, _noop)
+    assert impl.TimerTask.cancel(task) is True and task.cancel() is False
+    assert len(core) == 0
+
+
+class _Callable:
+    def __call__(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("subclass", [False, True])
+def test_a_freed_task_lets_go_of_its_callable(impl: ModuleType, subclass: bool) -> None:
+    # An exact TimerTask goes back to the freelist, a subclass through
+    # Python's subtype dealloc: both drop the callable.
+    cls = type("Sub", (impl.TimerTask,), {}) if subclass else impl.TimerTask
+    core = impl.TimerCore(manual=True)
+    fn = _Callable()
+    ref = weakref.ref(fn)
+    task = core.schedule_as(cls, 5, fn) if subclass else core.schedule(5, fn)
+    del fn
+    assert ref() is not None
+    assert core._take_due(10) == [task]
+    task.run()
+    del task
+    gc.collect()
+    assert ref() is None
+
+
+def test_exact_tasks_return_to_the_freelist(impl: ModuleType) -> None:
+    if impl.__name__ != "tickwheel._wheel" or impl._compat()["freelist"] == "none":
+        pytest.skip("the freelist exists in the compiled core of GIL builds only")
+    _wheel = impl
+    core = _wheel.TimerCore(manual=True)
+    tasks = [core.schedule(5, _noop) for _ in range(10)]
+    before = _wheel._freelist_size()
+    for t in tasks:
+        t.cancel()
+    del tasks, t
+    assert _wheel._freelist_size() == min(before + 10, 256)
+    again = core.schedule(5, _noop)
+    assert _wheel._freelist_size() == min(before + 10, 256) - 1
+    assert again.state == "pending" and len(core) == 1
