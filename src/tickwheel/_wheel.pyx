@@ -2445,9 +2445,10 @@ cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject 
     # schedule(delay_ms, fn) on a GIL build, one lane, with a valid int
     # delay (_schedule_fastcall checks it with _int_ms) and a callable fn:
     # _schedule_new, _add_new, _expiration_for and _place in one frame of
-    # _schedule_fastcall, and the level walk inline (_wheel_link): on 3.14
-    # ~140 of the ~290 instructions a schedule took outside making the task
-    # (bench/README.md).
+    # _schedule_fastcall, with the level walk inline (_wheel_link).  With
+    # the inline unlink and the METH_NOARGS cancel, tickwheel's own code in
+    # a W2-sliding schedule + cancel went from 564 to 463 instructions on
+    # 3.14 (bench/README.md, "W1 and W2 per Python version").
     cdef int64_t now_ns, deadline_ns, expiration
     cdef int placed = 0
     if self._closed:
