@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import math
 import sys
 import threading
 import time
@@ -131,6 +132,34 @@ def test_call_later_and_call_at_run_on_the_wheel_in_order(
         assert at >= when, f"{name} fired {when - at:.6f} s early"
     assert len(wheel) == 0
     assert not h1.cancelled() and h1.done
+
+
+def _when_rounding_down(base: float) -> float:
+    # A loop time whose product with 1e9 rounds below the exact one, so
+    # that ceil(when * 1e9) is a nanosecond short, on a millisecond whose
+    # float is below ``when`` (uvloop's ms-resolution clock plus 5 ms gave
+    # one: 27243.54 + 0.005).
+    from fractions import Fraction
+
+    for k in range(10_000):
+        when = base + k / 1000 + 0.005
+        short = math.ceil(when * 1e9)
+        if short < math.ceil(Fraction(when) * 10**9) and -(-short // 10**6) / 1000 < when:
+            return when
+    raise AssertionError("no such time")  # pragma: no cover
+
+
+def test_call_at_never_reports_a_time_before_when(loop: asyncio.AbstractEventLoop) -> None:
+    # asyncio's handle.when() is the `when` given; the wheel's is that
+    # rounded up to its tick, and must never read before it (it did, by
+    # 1 ulp, for about a third of the ms-resolution times).
+    wheel = tw.get_wheel(loop)
+    when = _when_rounding_down(math.floor(loop.time()) + 1_000)
+    handles = [loop.call_at(when, lambda: None), wheel.call_at(when, lambda: None)]
+    for h in handles:
+        assert h.when() >= when and h._when >= when, (h.when(), h._when, when)
+        h.cancel()
+    assert len(wheel) == 0
 
 
 def test_base_heap_holds_only_the_driver(loop: asyncio.AbstractEventLoop) -> None:

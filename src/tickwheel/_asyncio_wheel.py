@@ -94,6 +94,20 @@ def _delay_ms(value: object, name: str) -> float:
     return _LIMIT_MS if delay_ms > 0 else -_LIMIT_MS
 
 
+def _when_ns(when: float) -> int:
+    """The first nanosecond at or after loop time ``when`` (seconds).
+
+    The ceiling of the exact product ``when * 10**9``: ``math.ceil(when *
+    1e9)`` takes the ceiling of the rounded product, which can be below the
+    exact one, and ``when()`` then read 1 ulp before ``when``.
+    """
+    try:
+        num, den = when.as_integer_ratio()
+    except (AttributeError, OverflowError, ValueError):  # inf, nan, odd types
+        return math.ceil(when * 1e9)
+    return -((-num * 1_000_000_000) // den)
+
+
 def _pin_deadline(task: TimerTask, when: float, wheel: TimerCore) -> None:
     """Make ``when`` (loop seconds) the task's exact deadline, as asyncio keeps it.
 
@@ -103,7 +117,7 @@ def _pin_deadline(task: TimerTask, when: float, wheel: TimerCore) -> None:
     long enough for the add to land in a later tick than ``when``'s, the
     task is added again (one more than 4 s in the past keeps its own).
     """
-    deadline = math.ceil(when * 1e9)
+    deadline = _when_ns(when)
     for _ in range(3):
         try:
             task.deadline_ns = deadline

@@ -6,7 +6,7 @@ See ``_wheel.pxd`` for the design picture and the thread-safety contract, and
 """
 
 cimport cython
-from libc.math cimport NAN, ceil, isinf, isnan
+from libc.math cimport NAN, ceil, fma, isinf, isnan
 from libc.stdint cimport UINT32_MAX, int64_t, uint32_t, uint64_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject, PyTypeObject
@@ -2666,6 +2666,19 @@ cdef extern from "Python.h":
     double PyFloat_AS_DOUBLE(object o)
 
 
+cdef inline int64_t _when_ns(double w) noexcept nogil:
+    # The first nanosecond at or after loop time ``w`` (seconds): the ceiling
+    # of the exact product w * 10**9.  ceil(w * 1e9) alone takes the ceiling
+    # of the rounded product, which can be below the exact one (27243.545 +
+    # 2**-37 gives ...545000000000), and when() then read 1 ulp before
+    # ``w``; fma gives the rest of the exact product.
+    cdef double d = ceil(w * 1e9)
+    cdef double rest = fma(w, 1e9, -d)
+    if rest > 0:
+        d += ceil(rest)
+    return <int64_t>d
+
+
 cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t nargs,
                                    PyObject *kwnames):
     cdef Py_ssize_t i
@@ -2688,7 +2701,7 @@ cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t narg
         for i in range(nkw):
             kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
         return self.call_at(*[<object>args[i] for i in range(nargs)], **kwargs)
-    deadline_ns = <int64_t>ceil(w * 1e9)
+    deadline_ns = _when_ns(w)
     now_ns = core._now_ns()
     delay_ns = deadline_ns - now_ns
     if not -C_MAX_DELAY_MS * NS_PER_MS <= delay_ns <= C_MAX_DELAY_MS * NS_PER_MS:
