@@ -1900,7 +1900,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
                                  int64_t delay_ns) except? -1:
         # The deadline rounded up to the millisecond, then up to the tick:
         # never early.
-        cdef int64_t expiration = -_floordiv(-(now_ns + delay_ns), NS_PER_MS)
+        cdef int64_t expiration = _ceil_ms(now_ns + delay_ns)
         if self._tick_ms != 1:
             expiration = _ceil_to(expiration, self._tick_ms)
         if expiration > C_MAX_EXPIRATION_MS:
