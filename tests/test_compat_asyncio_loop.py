@@ -138,15 +138,35 @@ def _when_rounding_down(base: float) -> float:
     # A loop time whose product with 1e9 rounds below the exact one, so
     # that ceil(when * 1e9) is a nanosecond short, on a millisecond whose
     # float is below ``when`` (uvloop's ms-resolution clock plus 5 ms gave
-    # one: 27243.54 + 0.005).
+    # one: 27243.54 + 0.005).  Such times exist only where the product's
+    # ulp is at least twice ``when``'s ulp times 1e9, about half of each
+    # binade (none in [33,000 s, 70,000 s), say), so the search moves the
+    # base up by 5 % until it finds one: the test must not depend on how
+    # long the machine has been up.
     from fractions import Fraction
 
-    for k in range(10_000):
-        when = base + k / 1000 + 0.005
-        short = math.ceil(when * 1e9)
-        if short < math.ceil(Fraction(when) * 10**9) and -(-short // 10**6) / 1000 < when:
-            return when
-    raise AssertionError("no such time")  # pragma: no cover
+    start = math.floor(base)
+    for _ in range(400):
+        for k in range(300):
+            when = start + k / 1000 + 0.005
+            short = math.ceil(when * 1e9)
+            if short < math.ceil(Fraction(when) * 10**9) and -(-short // 10**6) / 1000 < when:
+                return when
+        start = math.floor(start * 1.05) + 1
+    raise AssertionError(f"no such time above {base}")  # pragma: no cover
+
+
+@pytest.mark.parametrize("base", [1_000, 8_600, 34_340, 70_000, 2_500_000, 3e9])
+def test_when_rounding_down_finds_a_time_from_any_base(base: float) -> None:
+    # CI once ran at loop.time() == 34340 - 1000, where the old search
+    # (10,000 ms from the base) found nothing.
+    from fractions import Fraction
+
+    when = _when_rounding_down(base)
+    assert when >= base
+    short = math.ceil(when * 1e9)
+    assert short < math.ceil(Fraction(when) * 10**9)
+    assert -(-short // 10**6) / 1000 < when
 
 
 def test_call_at_never_reports_a_time_before_when(loop: asyncio.AbstractEventLoop) -> None:
