@@ -65,6 +65,16 @@ from typing import Any
 import tickwheel
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
 
+try:
+    from tickwheel.purgatory import CountdownOperation
+except ImportError:  # a tickwheel before it: A/B runs drive older trees too
+    CountdownOperation = None  # type: ignore[assignment,misc]
+
+# The purgatories run_once drives: tickwheel's with its compiled operation
+# (CountdownOperation), with a Python DelayedOperation subclass, the heapq
+# baseline, and the driver alone.
+KINDS = ("tickwheel", "tickwheel-subclass", "heapq", "generator")
+
 Z75 = 0.6744897501960817  # 75th percentile of N(0, 1)
 Z90 = 1.2815515655446004  # 90th percentile of N(0, 1)
 
@@ -366,6 +376,10 @@ class Counter:
     def __call__(self, expired: bool) -> None:
         next(self._counts[expired])
 
+    def op_done(self, op: Any) -> None:
+        """A CountdownOperation's callback: count it by ``op.expired``."""
+        next(self._counts[op.expired])
+
     def values(self) -> tuple[int, int]:
         # count.__reduce__() is (count, (next_value,)): a read without a bump.
         early = self._counts[0].__reduce__()[1][0]
@@ -397,7 +411,13 @@ def run_once(
     done = Counter()
     purgatory: Any
     make: Callable[..., Any]
+    countdown = kind == "tickwheel"
     if kind == "tickwheel":
+        if CountdownOperation is None:
+            raise ValueError("this tickwheel has no CountdownOperation: use tickwheel-subclass")
+        purgatory = DelayedOperationPurgatory("bench", None)
+        make = CountdownOperation
+    elif kind == "tickwheel-subclass":
         purgatory = DelayedOperationPurgatory("bench", None)
         make = FakeOperation
     elif kind == "heapq":
@@ -411,12 +431,12 @@ def run_once(
 
     def backlog() -> int:
         # Entries in the timeout structure: the wheel's pending count, or the heap.
-        if kind == "tickwheel":
+        if kind.startswith("tickwheel"):
             return int(purgatory.delayed)
         return int(purgatory.pending)
 
     def watched() -> int:
-        if kind == "tickwheel":
+        if kind.startswith("tickwheel"):
             return int(purgatory.watched)
         if kind == "heapq":
             return sum(map(len, list(purgatory.watchers.values())))
@@ -431,6 +451,7 @@ def run_once(
     max_lag = 0.0
     completions: list[tuple[float, int, Any]] = []
     timeout_ms = w.timeout_ms
+    op_done = done.op_done
     submit = purgatory.try_complete_else_watch
     check = purgatory.check_and_complete
     arrivals, latencies, keys = w.arrivals_s, w.latencies_ms, w.keys
@@ -452,17 +473,23 @@ def run_once(
             now = monotonic()
             # Completion events due by now (Kafka's CompletionQueue).
             while completions and completions[0][0] <= now:
-                op = heappop(completions)[2]
-                op.completable = True
-                check(op.keys[0])
+                _, j, op = heappop(completions)
+                if countdown:
+                    op.count_down()
+                else:
+                    op.completable = True
+                check(keys[j][0])
             if due_at - now > 0.001:
                 sleep(due_at - now)
                 now = monotonic()
             latency = latencies[i]
-            op = make(timeout_ms, keys[i], done)
+            if countdown:
+                op = make(timeout_ms, op_done)
+            else:
+                op = make(timeout_ms, keys[i], done)
             if latency < timeout_ms:
                 heappush(completions, (now + latency / 1000, i, op))
-            submit(op, op.keys)
+            submit(op, keys[i])
             if i & 1023 == 0:
                 lag = now - due_at
                 if lag > max_lag:
@@ -489,12 +516,15 @@ def run_once(
                         )
     end = monotonic()
     while completions:
-        at, _, op = heappop(completions)
+        at, j, op = heappop(completions)
         delay = at - monotonic()
         if delay > 0:
             sleep(delay)
-        op.completable = True
-        check(op.keys[0])
+        if countdown:
+            op.count_down()
+        else:
+            op.completable = True
+        check(keys[j][0])
     if kind == "generator":
         # Nothing completes or expires there: book the workload's outcomes.
         for k in range(num):
@@ -565,9 +595,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--impl",
-        choices=["both", "all", "tickwheel", "heapq", "generator"],
+        choices=["both", "all", *KINDS],
         default="both",
-        help="both: tickwheel and heapq; all: also the generator-only row",
+        help="both: tickwheel (its compiled CountdownOperation) and heapq; all: "
+        "also tickwheel-subclass (a Python DelayedOperation subclass) and the "
+        "generator-only row",
     )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
@@ -607,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
             configs.append((t, p50, pct75_for(p50, t)))
     kinds = {
         "both": ["tickwheel", "heapq"],
-        "all": ["tickwheel", "heapq", "generator"],
+        "all": list(KINDS),
     }.get(args.impl, [args.impl])
 
     print(

@@ -14,6 +14,10 @@ cancel)::
       valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.purg.$n \\
         python bench/callgrind_purgatory.py $n 2>&1 | grep refs
     done
+
+``python bench/callgrind_purgatory.py N countdown`` runs the same requests
+as :class:`tickwheel.CountdownOperation` (count 1, no callback): the
+compiled operation, no Python frame per try.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ from __future__ import annotations
 import sys
 
 from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
+
+try:
+    from tickwheel.purgatory import CountdownOperation
+except ImportError:  # a tickwheel before it (A/B runs against older trees)
+    CountdownOperation = None  # type: ignore[assignment,misc]
 
 KEYS = 64
 
@@ -44,9 +53,28 @@ class Op(DelayedOperation):
 
 def main() -> None:
     n = int(sys.argv[1])
+    kind = sys.argv[2] if len(sys.argv) > 2 else "subclass"
+    if kind not in ("subclass", "countdown"):
+        raise SystemExit(f"kind must be subclass or countdown, got {kind!r}")
     purgatory = DelayedOperationPurgatory("cg", None, reaper=False)
     submit = purgatory.try_complete_else_watch
     check = purgatory.check_and_complete
+    if kind == "countdown":
+        if CountdownOperation is None:
+            raise SystemExit("this tickwheel has no CountdownOperation")
+        make = CountdownOperation
+        ops: list[CountdownOperation | None] = [None] * KEYS
+        for i in range(n):
+            slot = i % KEYS
+            old = ops[slot]
+            if old is not None:
+                old.count_down()
+                check(slot)
+            op = make(60_000, None, 1)
+            submit(op, (slot,))
+            ops[slot] = op
+        purgatory.shutdown()
+        return
     window: list[Op | None] = [None] * KEYS
     for i in range(n):
         slot = i % KEYS

@@ -1,7 +1,8 @@
 """The purgatory workload (bench_purgatory.py) as a pytest-benchmark entry.
 
 ``n`` requests (``--bench-n``) at 50,000/s with a 20 ms timeout, 3 keys from
-100, 90% completing early, on tickwheel and on the heapq baseline.  One
+100, 90% completing early, on tickwheel (CountdownOperation and a Python
+subclass) and on the heapq baseline.  One
 round is about n / 50,000 s of wall time (paced), so
 ``pytest bench --benchmark-disable --bench-n 2000`` is a quick smoke run;
 the full numbers come from ``python bench/bench_purgatory.py --sweep``.
@@ -19,7 +20,7 @@ def workload(n: int) -> Workload:
     return Workload(n, 50_000.0, 20, 2.0, 6.72, 3, 100, seed=1)
 
 
-@pytest.mark.parametrize("kind", ["tickwheel", "heapq"])
+@pytest.mark.parametrize("kind", ["tickwheel", "tickwheel-subclass", "heapq"])
 @pytest.mark.benchmark(group="purgatory")
 def test_purgatory_workload(benchmark, kind, workload):
     result = benchmark.pedantic(run_once, args=(kind, workload), rounds=3, iterations=1)

@@ -25,7 +25,7 @@ from ._impl import (
 from ._version import __version__
 from .compat_sched import scheduler
 from .compat_threading import Timer
-from .purgatory import DelayedOperation, DelayedOperationPurgatory
+from .purgatory import CountdownOperation, DelayedOperation, DelayedOperationPurgatory
 from .timer import MockTimer, SystemTimer
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_WHEEL_SIZE",
     "MAX_DELAY_MS",
     "USE_EXTENSIONS",
+    "CountdownOperation",
     "DelayQueue",
     "DelayedOperation",
     "DelayedOperationPurgatory",

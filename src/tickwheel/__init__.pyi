@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_WHEEL_SIZE",
     "MAX_DELAY_MS",
     "USE_EXTENSIONS",
+    "CountdownOperation",
     "DelayQueue",
     "DelayedOperation",
     "DelayedOperationPurgatory",
@@ -296,6 +297,22 @@ _Op = TypeVar("_Op", bound=DelayedOperation)
 @type_check_only
 def _new_operation(cls: type[_Op], delay_ms: int | float) -> _Op: ...
 
+class CountdownOperation(DelayedOperation):
+    __slots__ = ("_count", "_callback", "_count_lock")
+    def __init__(
+        self,
+        delay_ms: int | float,
+        callback: Callable[[CountdownOperation], Any] | None = ...,
+        count: int = ...,
+        lock: Any = ...,
+    ) -> None: ...
+    @property
+    def count(self) -> int: ...
+    def count_down(self, n: int = ...) -> int: ...
+    def try_complete(self) -> bool: ...
+    def on_complete(self) -> None: ...
+    def __repr__(self) -> str: ...
+
 @final
 @type_check_only
 class _Shard:
@@ -317,6 +334,7 @@ class _PurgatoryCore:
     _estimated: int
     _shut: bool
     _op_types: set[type]
+    _c_timer: bool
     def _check_op_type(self, operation: object) -> None: ...
     @staticmethod
     def _keys_tuple(keys: Iterable[Hashable]) -> tuple[Hashable, ...]: ...

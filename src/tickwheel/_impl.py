@@ -122,6 +122,7 @@ if TYPE_CHECKING:
     # in the public package, so the modules importing from here annotate
     # with tickwheel.TimerTask and users see that name, never _wheel_py's.
     from . import (
+        CountdownOperation,
         DelayedOperation,
         DelayQueue,
         TaskCounter,
@@ -148,6 +149,7 @@ else:
     TimingWheel = core.TimingWheel
 
     DelayedOperation = _purgatory_mod.DelayedOperation
+    CountdownOperation = _purgatory_mod.CountdownOperation
     _PurgatoryCore = _purgatory_mod._PurgatoryCore
     _Shard = _purgatory_mod._Shard
     _hash_key = _purgatory_mod._hash_key
@@ -225,6 +227,7 @@ __all__ = [
     "NO_EXTENSIONS",
     "REQUEST_TIMED_OUT",
     "USE_EXTENSIONS",
+    "CountdownOperation",
     "DelayQueue",
     "DelayedOperation",
     "TaskCounter",

@@ -61,6 +61,17 @@ cdef class DelayedOperation(TimerTask):
     cpdef force_complete(self)
 
 
+# An operation that completes when its countdown reaches zero, its test a
+# C comparison (no Python frame per try), its on_complete a callback.
+cdef class CountdownOperation(DelayedOperation):
+    # Counted down under the object's critical section, every access atomic
+    # (the purgatory's scan reads it without the critical section).
+    cdef Py_ssize_t _count
+    cdef object _callback
+    cpdef try_complete(self)
+    cpdef on_complete(self)
+
+
 cdef class _Shard:
     cdef public object lock
     cdef public dict watchers
@@ -75,6 +86,12 @@ cdef class _PurgatoryCore:
     cdef Py_ssize_t _n_estimated  # the _estimated property: atomic access
     cdef public bint _shut
     cdef public set _op_types
+    # The type last found in _op_types (None at first): most purgatories
+    # watch one operation type, so the set lookup is skipped.
+    cdef object _last_op_type
+    # True when the timer's class keeps TimerCore's add and __len__: the
+    # watch then calls them in C (set by the purgatory's __init__).
+    cdef public bint _c_timer
 
 
 # A new operation of class ``cls`` with ``delay_ms`` and a private lock, its

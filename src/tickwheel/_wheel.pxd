@@ -285,3 +285,9 @@ cdef class TimerCore:
     cdef list _poll(self, int64_t limit, bint step)
     cdef object _next_precascade(self)
     cdef object _check_unlocked(self)
+
+# TimerCore.add (after its type check), len(timer) and TimerTask.cancel()
+# as C calls: the compiled purgatory's timer path, without attribute lookups.
+cdef int _timer_add(TimerCore self, TimerTask t) except -1
+cdef Py_ssize_t _timer_len(TimerCore self) noexcept
+cdef object _cancel_task(TimerTask task)

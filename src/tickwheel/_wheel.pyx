@@ -1480,6 +1480,36 @@ cdef object _add_guarded(TimerCore self, TimerTask task, int64_t delay_ns):
         self._on_wake()
 
 
+cdef int _timer_add(TimerCore self, TimerTask t) except -1:
+    # TimerCore.add's body after the type check; the compiled purgatory
+    # calls it directly for a timer whose class keeps TimerCore's add.
+    cdef int64_t delay_ns
+    if t._delay_is_int:
+        delay_ns = (<int64_t>t._delay_ms) * NS_PER_MS
+    else:
+        delay_ns = <int64_t>ceil(t._delay_ms * <double>NS_PER_MS)
+    if TW_FT_LOCKS or self._lanes is not None:
+        _add_guarded(self, t, delay_ns)
+    elif self._add(t, delay_ns):
+        self._on_wake()
+    return 0
+
+
+cdef Py_ssize_t _timer_len(TimerCore self) noexcept:
+    # len(timer) (TimerCore.__len__), for the compiled purgatory.
+    cdef Py_ssize_t total, i
+    total = tw_atomic_load_ssize(&self._counter.value)
+    if self._lanes is not None:
+        for i in range(1, self._nlanes):
+            total += tw_atomic_load_ssize(&(<TimerCore>self._lanes[i])._counter.value)
+    return total
+
+
+cdef object _cancel_task(TimerTask task):
+    # TimerTask.cancel(), for the compiled purgatory (no attribute lookup).
+    return _task_cancel(task)
+
+
 @cython.final
 cdef class _Lane(TimerCore):
     """One lane of a laned timer (TimerCore._use_lanes): a core of its own
@@ -1653,13 +1683,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         # adds, so an atomic read sees a value it had (Kafka's timer.size
         # reads its AtomicInteger the same way).  The purgatory reads it on
         # every watch.  A laned timer sums its lanes' counts.
-        cdef Py_ssize_t total, i
-        if self._lanes is None:
-            return tw_atomic_load_ssize(&self._counter.value)
-        total = tw_atomic_load_ssize(&self._counter.value)
-        for i in range(1, self._nlanes):
-            total += tw_atomic_load_ssize(&(<TimerCore>self._lanes[i])._counter.value)
-        return total
+        return _timer_len(self)
 
     @property
     def next_expiration_ms(self):
@@ -1705,16 +1729,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         """
         if not isinstance(task, TimerTask):
             raise TypeError(f"task must be a TimerTask, got {task!r}")
-        cdef TimerTask t = <TimerTask>task
-        cdef int64_t delay_ns
-        if t._delay_is_int:
-            delay_ns = (<int64_t>t._delay_ms) * NS_PER_MS
-        else:
-            delay_ns = <int64_t>ceil(t._delay_ms * <double>NS_PER_MS)
-        if TW_FT_LOCKS or self._lanes is not None:
-            return _add_guarded(self, t, delay_ns)
-        if self._add(t, delay_ns):
-            self._on_wake()
+        _timer_add(self, <TimerTask>task)
 
     def schedule(self, delay_ms, fn, /, *args, **kwargs):
         """Run ``fn(*args, **kwargs)`` in ``delay_ms`` milliseconds.

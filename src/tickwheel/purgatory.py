@@ -85,6 +85,7 @@ from typing import TYPE_CHECKING, Any
 # The compiled purgatory (_purgatory.pyx) or its twin (_purgatory_py.py), as
 # chosen once by _impl: DelayedOperation and the hot paths come from there.
 from ._impl import (
+    CountdownOperation,
     DelayedOperation,
     TimerCore,  # the base of MockTimer and SystemTimer
     _hash_key,
@@ -105,6 +106,7 @@ if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
 __all__ = [
     "DEFAULT_PURGE_INTERVAL",
     "DEFAULT_SHARDS",
+    "CountdownOperation",
     "DelayedOperation",
     "DelayedOperationPurgatory",
 ]
@@ -192,6 +194,10 @@ class DelayedOperationPurgatory(_PurgatoryCore):
             self._owns_timer = False
         self._name = name
         self._timer = timer
+        # The compiled core adds to (and counts) a timer whose class keeps
+        # TimerCore's add and __len__ in C, without the attribute lookups.
+        cls = type(timer)
+        self._c_timer = cls.add is TimerCore.add and cls.__len__ is TimerCore.__len__
         self._purge_interval = purge_interval
         self._shards = [_Shard() for _ in range(shards)]
         self._mask = shards - 1

@@ -1,0 +1,267 @@
+"""CountdownOperation, the purgatory's compiled operation, on both cores.
+
+It completes once ``count_down`` has taken its count to zero and a check
+(or the watch's tries) finds it so, or expires; ``callback(op)`` is its
+on_complete.  The purgatory's scan skips a CountdownOperation whose count is
+not zero without taking its lock.  Also here: how the purgatory calls the
+hooks of Python subclasses (the attribute lookup's rules, instance
+attributes included) and that completion unlinks the timer entry with
+TimerTask's own cancel.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def kit(timers: Any) -> SimpleNamespace:
+    package = timers.package
+    return SimpleNamespace(
+        Countdown=package.purgatory.CountdownOperation,
+        Base=package.purgatory.DelayedOperation,
+        MockTimer=package.MockTimer,
+        Purgatory=package.purgatory.DelayedOperationPurgatory,
+    )
+
+
+@pytest.fixture
+def purgatory(kit: SimpleNamespace):
+    p = kit.Purgatory("countdown", kit.MockTimer())
+    yield p
+    p._check()
+    p.shutdown()
+
+
+class Calls:
+    """A callback that records each call and whether the op's lock was held."""
+
+    def __init__(self) -> None:
+        self.ops: list[Any] = []
+        self.held: list[bool] = []
+
+    def __call__(self, op: Any) -> None:
+        lock = op._op_lock
+        self.ops.append(op)
+        self.held.append(lock._is_owned() if hasattr(lock, "_is_owned") else lock.locked())
+
+
+def test_completes_when_the_count_reaches_zero(kit, purgatory):
+    calls = Calls()
+    callback_ref = weakref.ref(calls)
+    op = kit.Countdown(500, calls, 2)
+    assert purgatory.try_complete_else_watch(op, ["a", "b"]) is False
+    assert op.count_down() == 1
+    assert purgatory.check_and_complete("a") == 0
+    assert not op.completed and calls.ops == []
+    assert op.count_down() == 0
+    assert purgatory.check_and_complete("b") == 1
+    assert op.completed and not op.expired and op.count == 0
+    assert calls.ops == [op] and calls.held == [True]
+    del calls  # the operation dropped it after its one call
+    assert callback_ref() is None
+    assert purgatory.delayed == 0  # the timer entry is gone
+    assert purgatory.check_and_complete("a") == 0  # a's entry is dropped now
+    assert purgatory.watched == 0
+
+
+def test_expires_with_the_callback_told(kit, purgatory):
+    calls = Calls()
+    op = kit.Countdown(100, calls, 3)
+    assert purgatory.try_complete_else_watch(op, ["k"]) is False
+    op.count_down(2)
+    purgatory.timer.advance_clock(99)
+    assert calls.ops == []
+    purgatory.timer.advance_clock(1)
+    assert calls.ops == [op] and calls.held == [True]
+    assert op.expired and op.completed and op.count == 1
+    # Late events change the count, never the outcome.
+    assert op.count_down() == 0
+    assert purgatory.check_and_complete("k") == 0
+    assert calls.ops == [op]
+
+
+def test_count_zero_completes_on_the_first_try(kit, purgatory):
+    calls = Calls()
+    op = kit.Countdown(100, calls, 0)
+    assert purgatory.try_complete_else_watch(op, ["k"]) is True
+    assert calls.ops == [op] and purgatory.watched == 0 and purgatory.delayed == 0
+
+
+def test_count_down_stops_at_zero_and_without_a_callback(kit, purgatory):
+    op = kit.Countdown(100, count=5)
+    assert op.count_down(3) == 2
+    assert op.count_down(0) == 2
+    assert op.count_down(10) == 0 and op.count == 0
+    assert purgatory.try_complete_else_watch(op, ["k"]) is True
+    assert op.completed
+    assert op.force_complete() is False
+
+
+def test_force_complete_and_shared_lock(kit, purgatory):
+    lock = threading.RLock()
+    calls = Calls()
+    ops = [kit.Countdown(100, calls, 1, lock), kit.Countdown(100, calls, 1, lock=lock)]
+    for op in ops:
+        assert op.lock is lock
+        purgatory.try_complete_else_watch(op, ["k"])
+    assert ops[0].force_complete() is True
+    ops[1].count_down()
+    assert purgatory.check_and_complete("k") == 1
+    assert calls.ops == ops
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"callback": 3}, TypeError, "callback must be callable or None, got 3"),
+        ({"count": -1}, ValueError, "count must be >= 0, got -1"),
+        ({"count": 1.5}, TypeError, "count must be an int, got 1.5"),
+        ({"count": True}, TypeError, "count must be an int, got True"),
+        ({"count": "2"}, TypeError, "count must be an int, got '2'"),
+        ({"count": 2**70}, ValueError, f"count must be <= {2**63 - 1}, got {2**70}"),
+        ({"count": -(2**70)}, ValueError, f"count must be >= 0, got {-(2**70)}"),
+        ({"delay_ms": "x"}, TypeError, "delay_ms"),
+        ({"lock": object()}, TypeError, "lock must be a threading.Lock/RLock-like"),
+    ],
+)
+def test_bad_arguments_are_named(kit, kwargs, error, message):
+    args = {"delay_ms": 100, **kwargs}
+    with pytest.raises(error, match=message.replace("(", r"\(").replace("+", r"\+")):
+        kit.Countdown(**args)
+
+
+@pytest.mark.parametrize(
+    ("n", "error", "message"),
+    [
+        (-2, ValueError, "n must be >= 0, got -2"),
+        (1.0, TypeError, "n must be an int, got 1.0"),
+        (None, TypeError, "n must be an int, got None"),
+        (False, TypeError, "n must be an int, got False"),
+    ],
+)
+def test_count_down_refuses_bad_n(kit, n, error, message):
+    op = kit.Countdown(100, count=3)
+    with pytest.raises(error, match=message):
+        op.count_down(n)
+    assert op.count == 3
+
+
+def test_repr(kit, purgatory):
+    op = kit.Countdown(250, count=2)
+    assert repr(op) == "<CountdownOperation delay_ms=250 count=2 open>"
+    op.count_down(2)
+    purgatory.try_complete_else_watch(op, ["k"])
+    assert repr(op) == "<CountdownOperation delay_ms=250 count=0 completed>"
+
+
+def test_scan_skips_a_waiting_countdown_without_its_lock(kit, purgatory):
+    # op.lock hands the lock out, so a check would wait for it; with the
+    # count above zero the scan passes over the operation instead.
+    calls = Calls()
+    op = kit.Countdown(500, calls, 1)
+    purgatory.try_complete_else_watch(op, ["k"])
+    lock = op.lock
+    lock.acquire()
+    result: list[int] = []
+    t = threading.Thread(target=lambda: result.append(purgatory.check_and_complete("k")))
+    t.start()
+    t.join(30)
+    assert not t.is_alive() and result == [0]
+    assert not op._op_retry  # no hand-off either: nothing to retry
+    lock.release()
+    op.count_down()
+    assert purgatory.check_and_complete("k") == 1
+    assert calls.ops == [op]
+
+
+def test_many_threads_count_down_each_completes_once(kit, no_thread_leak):
+    timer = kit.MockTimer()
+    purgatory = kit.Purgatory("threads", timer)
+    calls = Calls()
+    threads_n, ops_n = 4, 300
+    ops = [kit.Countdown(60_000, calls, threads_n) for _ in range(ops_n)]
+    for i, op in enumerate(ops):
+        purgatory.try_complete_else_watch(op, [i % 7, "all"])
+    barrier = threading.Barrier(threads_n)
+
+    def events() -> None:
+        barrier.wait()
+        for i, op in enumerate(ops):
+            op.count_down()
+            purgatory.check_and_complete(i % 7 if i % 2 else "all")
+
+    workers = [threading.Thread(target=events) for _ in range(threads_n)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(map(id, calls.ops)) == sorted(map(id, ops))
+    assert all(op.completed and not op.expired for op in ops)
+    assert purgatory.delayed == 0
+    purgatory._check()
+    purgatory.shutdown()
+
+
+def test_python_subclass_hooks_are_called(kit, purgatory):
+    log: list[str] = []
+
+    class Audited(kit.Countdown):
+        def try_complete(self) -> bool:
+            log.append("try")
+            return super().try_complete()
+
+        def on_complete(self) -> None:
+            log.append("complete")
+            super().on_complete()
+
+    calls = Calls()
+    op = Audited(100, calls, 1)
+    purgatory.try_complete_else_watch(op, ["k"])
+    assert log == ["try", "try"]  # before and after the watch
+    op.count_down()
+    assert purgatory.check_and_complete("k") == 1
+    assert log == ["try", "try", "try", "complete"] and calls.ops == [op]
+
+
+def test_instance_attribute_hooks_are_honoured(kit, purgatory):
+    # The purgatory finds a hook as the attribute lookup would: an instance
+    # attribute of an operation with a __dict__ comes first.
+    log: list[str] = []
+
+    class Op(kit.Base):
+        def try_complete(self) -> bool:
+            return bool(self.force_complete())
+
+        def on_complete(self) -> None:
+            log.append("class")
+
+    op = Op(100)
+    op.on_complete = lambda: log.append("instance")
+    assert purgatory.try_complete_else_watch(op, ["k"]) is True
+    assert log == ["instance"]
+
+
+def test_completion_unlinks_with_timer_tasks_own_cancel(kit, purgatory):
+    cancels: list[str] = []
+
+    class Op(kit.Base):
+        def try_complete(self) -> bool:
+            return False
+
+        def cancel(self) -> bool:  # not the timer entry's: never called
+            cancels.append("override")
+            return False
+
+    op = Op(100)
+    purgatory.try_complete_else_watch(op, ["k"])
+    assert purgatory.delayed == 1
+    assert op.force_complete() is True
+    assert purgatory.delayed == 0 and cancels == []
+    purgatory.timer.advance_clock(200)
+    assert op.completed and not op.expired
