@@ -265,3 +265,81 @@ def test_completion_unlinks_with_timer_tasks_own_cancel(kit, purgatory):
     assert purgatory.delayed == 0 and cancels == []
     purgatory.timer.advance_clock(200)
     assert op.completed and not op.expired
+
+
+def test_hooks_assigned_to_a_class_later_are_called(kit, purgatory):
+    # A Python class that overrides no hook has them called in C; the
+    # decision is per class and must see a hook assigned to it afterwards.
+    class Slotted(kit.Countdown):
+        __slots__ = ()
+
+    calls = Calls()
+    first = Slotted(100, calls, 0)
+    assert purgatory.try_complete_else_watch(first, ["k"]) is True
+    assert calls.ops == [first]
+    log: list[str] = []
+
+    def on_complete(self: Any) -> None:
+        log.append("patched")
+
+    Slotted.on_complete = on_complete  # type: ignore[method-assign]
+    try:
+        second = Slotted(100, calls, 0)
+        assert purgatory.try_complete_else_watch(second, ["k"]) is True
+        assert log == ["patched"] and calls.ops == [first]
+    finally:
+        del Slotted.on_complete
+    third = Slotted(100, calls, 0)
+    assert purgatory.try_complete_else_watch(third, ["k"]) is True
+    assert log == ["patched"] and calls.ops == [first, third]
+
+
+def test_hooks_of_a_class_with_getattribute_go_through_it(kit, purgatory):
+    seen: list[str] = []
+
+    class Watching(kit.Countdown):
+        __slots__ = ()
+
+        def __getattribute__(self, name: str) -> Any:
+            if name in ("try_complete", "on_complete"):
+                seen.append(name)
+            return super().__getattribute__(name)
+
+    calls = Calls()
+    op = Watching(100, calls, 0)
+    assert purgatory.try_complete_else_watch(op, ["k"]) is True
+    assert "try_complete" in seen and "on_complete" in seen
+    assert calls.ops == [op]
+
+
+def test_instance_attribute_on_a_class_overriding_nothing(kit, purgatory):
+    class Plain(kit.Countdown):  # no __slots__: instances have a __dict__
+        pass
+
+    log: list[str] = []
+    op = Plain(100, None, 0)
+    op.on_complete = lambda: log.append("instance")
+    assert purgatory.try_complete_else_watch(op, ["k"]) is True
+    assert log == ["instance"]
+    other = Plain(100, Calls(), 0)
+    assert purgatory.try_complete_else_watch(other, ["k"]) is True
+    assert log == ["instance"]
+
+
+def test_classes_alternating_keep_their_own_hooks(kit, purgatory):
+    class A(kit.Countdown):
+        __slots__ = ()
+
+    class B(kit.Countdown):
+        __slots__ = ()
+
+        def on_complete(self) -> None:
+            log.append("B")
+
+    log: list[str] = []
+    calls = Calls()
+    for i in range(6):
+        cls = A if i % 2 == 0 else B
+        assert purgatory.try_complete_else_watch(cls(100, calls, 0), [i]) is True
+    assert log == ["B", "B", "B"] and len(calls.ops) == 3
+    assert all(type(op) is A for op in calls.ops)
