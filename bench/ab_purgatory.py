@@ -6,7 +6,8 @@ measurement runs in a fresh interpreter with that tree first on
 ``sys.path`` and this checkout's ``bench/bench_purgatory.py`` as the driver,
 so both trees see the same workload and the same driver code; the trees
 alternate (A B A B ...) so load from other processes hits both alike.
-Reported are medians over ``--pairs`` pairs:
+Reported are medians over ``--pairs`` pairs, and the median of the
+ratios within each pair:
 
 * saturated: ``bench_purgatory.py --rate 5000000 --seconds 0.08`` (Kafka's
   TestPurgatoryPerformance shape: Poisson arrivals, 3 keys of 100,
@@ -14,7 +15,8 @@ Reported are medians over ``--pairs`` pairs:
 * paced: the same at 50,000 requests/s for ``--paced-seconds``, process CPU
   and driver-thread CPU per request;
 * engine: the replay engine alone (``tickwheel.spark.engine.replay_table``
-  on a generated trace, no Spark), events per CPU second.
+  on a generated trace, no Spark), events per CPU second, the best of 3
+  replays in each run.
 
 Rows are given for the purgatory with a Python ``DelayedOperation``
 subclass (``tickwheel-subclass``, every tree) and with the compiled
@@ -48,10 +50,12 @@ if what == "engine":
     from tickwheel.spark.trace import generate_trace
     table = generate_trace({engine_requests}, 16, seed=1)
     replay_table(generate_trace(2000, 4, seed=2))  # warm-up
-    c0 = time.process_time()
-    replay_table(table)
-    cpu = time.process_time() - c0
-    print(json.dumps({{"events_s": table.num_rows / cpu}}))
+    best = float("inf")
+    for _ in range(3):  # the best of 3: the loop's cost, not the host's moods
+        c0 = time.process_time()
+        replay_table(table)
+        best = min(best, time.process_time() - c0)
+    print(json.dumps({{"events_s": table.num_rows / best}}))
 else:
     import bench_purgatory as bp
     kind, rate, seconds = what
@@ -136,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
 
     (a, _), (b, _) = trees
     print(
-        f"| medians of {args.pairs} pairs | {a} | {b} | {b} ÷ {a} |\n|---|---:|---:|---:|"
+        f"| medians of {args.pairs} pairs | {a} | {b} | {b} ÷ {a} (min–max) |\n"
+        "|---|---:|---:|---:|"
     )
     for label, _, _ in probes:
         va = runs[a].get(label)
@@ -144,7 +149,13 @@ def main(argv: list[str] | None = None) -> int:
         ma = statistics.median(va) if va else None
         mb = statistics.median(vb) if vb else None
         fmt = (lambda v: f"{v:,.0f}") if "/s" in label else (lambda v: f"{v:.2f}")
-        ratio = f"{mb / ma:.2f}×" if ma and mb else "–"
+        ratio = "–"
+        if va and vb:
+            ratios = [y / x for x, y in zip(va, vb)]
+            ratio = (
+                f"{statistics.median(ratios):.2f}× "
+                f"({min(ratios):.2f}–{max(ratios):.2f})"
+            )
         print(
             f"| {label} | {fmt(ma) if ma else '–'} | {fmt(mb) if mb else '–'} | {ratio} |"
         )
