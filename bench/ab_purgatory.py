@@ -70,7 +70,10 @@ else:
 
 def probe(src: str, what: Any, engine_requests: int) -> Any:
     code = PROBE.format(
-        src=os.path.abspath(src), bench=BENCH, what=what, engine_requests=engine_requests
+        src=os.path.abspath(src),
+        bench=BENCH,
+        what=what,
+        engine_requests=engine_requests,
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a tree's name and src directory (give two)",
     )
     ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--saturated-seconds", type=float, default=0.08)
     ap.add_argument("--paced-seconds", type=float, default=4.0)
     ap.add_argument("--engine-requests", type=int, default=200_000)
     ap.add_argument("--json", metavar="PATH", help="also write every run here")
@@ -107,10 +111,23 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"give two --tree options, got {len(trees)}")
     if args.pairs < 1:
         ap.error(f"--pairs must be >= 1, got {args.pairs}")
+    for name in ("saturated_seconds", "paced_seconds"):
+        if not getattr(args, name) > 0:
+            ap.error(
+                f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}"
+            )
+    if args.engine_requests < 1:
+        ap.error(f"--engine-requests must be >= 1, got {args.engine_requests}")
 
     probes: list[tuple[str, Any, str]] = []
     for kind in ("tickwheel-subclass", "tickwheel"):
-        probes.append((f"{kind} saturated req/s", (kind, 5_000_000.0, 0.08), "achieved"))
+        probes.append(
+            (
+                f"{kind} saturated req/s",
+                (kind, 5_000_000.0, args.saturated_seconds),
+                "achieved",
+            )
+        )
         probes.append(
             (f"{kind} paced CPU µs/req", (kind, 50_000.0, args.paced_seconds), "cpu_us")
         )
@@ -132,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                 key = json.dumps(what)
                 if key not in cache:
                     cache[key] = probe(src, what, args.engine_requests)
-                    raw.append({"pair": pair, "tree": name, "what": what, "result": cache[key]})
+                    raw.append(
+                        {"pair": pair, "tree": name, "what": what, "result": cache[key]}
+                    )
                 result = cache[key]
                 if result is not None:
                     runs[name].setdefault(label, []).append(result[field])
@@ -157,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"({min(ratios):.2f}–{max(ratios):.2f})"
             )
         print(
-            f"| {label} | {fmt(ma) if ma else '–'} | {fmt(mb) if mb else '–'} | {ratio} |"
+            f"| {label} | {fmt(ma) if ma else '–'} "
+            f"| {fmt(mb) if mb else '–'} | {ratio} |"
         )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

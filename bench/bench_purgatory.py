@@ -414,7 +414,9 @@ def run_once(
     countdown = kind == "tickwheel"
     if kind == "tickwheel":
         if CountdownOperation is None:
-            raise ValueError("this tickwheel has no CountdownOperation: use tickwheel-subclass")
+            raise ValueError(
+                "this tickwheel has no CountdownOperation: use tickwheel-subclass"
+            )
         purgatory = DelayedOperationPurgatory("bench", None)
         make = CountdownOperation
     elif kind == "tickwheel-subclass":

@@ -28,3 +28,61 @@ def test_purgatory_workload(benchmark, kind, workload):
     # Every request ends exactly once; most end early.  (Achieved rate is
     # not asserted: it depends on the machine.)
     assert 0.5 < result["early"] <= 1.0
+
+
+def test_ab_purgatory_table(tmp_path, capsys):
+    # Two "trees" that are the same checkout: the table has every row for
+    # both, with a ratio, and the raw runs are written.
+    import json
+    import os
+
+    import ab_purgatory
+
+    import tickwheel
+
+    # The directory holding the tickwheel this run imports (src/ of an
+    # in-place build, or site-packages): a tree as the script takes it.
+    src = os.path.dirname(os.path.dirname(os.path.abspath(tickwheel.__file__)))
+    if not tickwheel.USE_EXTENSIONS:
+        pytest.skip("the A/B drives compiled trees (it asserts USE_EXTENSIONS)")
+    out = tmp_path / "ab.json"
+    assert ab_purgatory.main([
+        "--tree", f"a={src}", "--tree", f"b={src}", "--pairs", "1",
+        "--saturated-seconds", "0.002", "--paced-seconds", "0.05",
+        "--engine-requests", "500", "--json", str(out),
+    ]) == 0  # fmt: skip
+    table = capsys.readouterr().out
+    rows = [
+        line
+        for line in table.splitlines()
+        if line.startswith(("| tickwheel", "| engine"))
+    ]
+    assert len(rows) == 7
+    assert all(line.count("×") == 1 for line in rows), table
+    runs = json.loads(out.read_text())["runs"]
+    assert {r["tree"] for r in runs} == {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tree", "x"], "--tree must be NAME=SRC, got 'x'"),
+        (["--tree", "a=/nonexistent"], "no tickwheel package in '/nonexistent'"),
+        (["--tree", "a=src"], "give two --tree options, got 1"),
+        (["--tree", "a=src", "--tree", "b=src", "--pairs", "0"], "--pairs must be"),
+        (
+            ["--tree", "a=src", "--tree", "b=src", "--paced-seconds", "0"],
+            "--paced-seconds must be > 0",
+        ),
+    ],
+)
+def test_ab_purgatory_refuses_bad_arguments(argv, message, capsys, monkeypatch):
+    import os
+
+    import ab_purgatory
+
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with pytest.raises(SystemExit) as exc:
+        ab_purgatory.main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err

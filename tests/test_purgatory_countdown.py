@@ -48,7 +48,9 @@ class Calls:
     def __call__(self, op: Any) -> None:
         lock = op._op_lock
         self.ops.append(op)
-        self.held.append(lock._is_owned() if hasattr(lock, "_is_owned") else lock.locked())
+        self.held.append(
+            lock._is_owned() if hasattr(lock, "_is_owned") else lock.locked()
+        )
 
 
 def test_completes_when_the_count_reaches_zero(kit, purgatory):
@@ -169,7 +171,9 @@ def test_scan_skips_a_waiting_countdown_without_its_lock(kit, purgatory):
     lock = op.lock
     lock.acquire()
     result: list[int] = []
-    t = threading.Thread(target=lambda: result.append(purgatory.check_and_complete("k")))
+    t = threading.Thread(
+        target=lambda: result.append(purgatory.check_and_complete("k"))
+    )
     t.start()
     t.join(30)
     assert not t.is_alive() and result == [0]
