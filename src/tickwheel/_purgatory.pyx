@@ -96,8 +96,17 @@ cdef extern from *:
         PyTypeObject *t = (PyTypeObject *)cls;
         return t->tp_getattro == PyObject_GenericGetAttr && t->tp_dictoffset == 0;
     }
+    /* A class's version tag, 0 if it has none now.  CPython gives a class
+       a new tag when it (or a base) changes; before 3.11 it also cleared
+       a flag and could leave the old number in place, so test the flag. */
+    #ifdef Py_TPFLAGS_VALID_VERSION_TAG
+    #define TW_TAG_OF(t) (PyType_HasFeature((t), Py_TPFLAGS_VALID_VERSION_TAG) \
+                          ? (t)->tp_version_tag : 0u)
+    #else
+    #define TW_TAG_OF(t) ((t)->tp_version_tag)
+    #endif
     static inline unsigned int tw_version_tag(PyObject *cls) {
-        return ((PyTypeObject *)cls)->tp_version_tag;
+        return TW_TAG_OF((PyTypeObject *)cls);
     }
     /* The last class decided (GIL builds): a borrowed pointer, valid while
        the tag matches (tags are never reused, so a new class at the same
@@ -107,7 +116,7 @@ cdef extern from *:
     static int tw_hk_mask = 0;
     static inline int tw_hk_last(PyObject *o) {
         PyTypeObject *t = Py_TYPE(o);
-        if (t == tw_hk_type && tw_hk_tag != 0 && t->tp_version_tag == tw_hk_tag)
+        if (t == tw_hk_type && tw_hk_tag != 0 && TW_TAG_OF(t) == tw_hk_tag)
             return tw_hk_mask;
         return -1;
     }
