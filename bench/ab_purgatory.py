@@ -46,8 +46,12 @@ assert tickwheel.__file__.startswith({src!r}), tickwheel.__file__
 assert tickwheel.USE_EXTENSIONS, "build the tree's extensions in place first"
 what = {what!r}
 if what == "engine":
-    from tickwheel.spark.engine import replay_table
-    from tickwheel.spark.trace import generate_trace
+    try:
+        from tickwheel.spark.engine import replay_table
+        from tickwheel.spark.trace import generate_trace
+    except ImportError as exc:  # numpy/pyarrow: tickwheel[spark]
+        print(json.dumps({{"missing": str(exc)}}))
+        raise SystemExit(0)
     table = generate_trace({engine_requests}, 16, seed=1)
     replay_table(generate_trace(2000, 4, seed=2))  # warm-up
     best = float("inf")
@@ -149,6 +153,14 @@ def main(argv: list[str] | None = None) -> int:
                 key = json.dumps(what)
                 if key not in cache:
                     cache[key] = probe(src, what, args.engine_requests)
+                    if isinstance(cache[key], dict) and "missing" in cache[key]:
+                        if pair == 0:
+                            print(
+                                f"{name}: no engine row ({cache[key]['missing']}; "
+                                'install tickwheel[spark] for it)',
+                                file=sys.stderr,
+                            )
+                        cache[key] = None
                     raw.append(
                         {"pair": pair, "tree": name, "what": what, "result": cache[key]}
                     )
