@@ -347,3 +347,39 @@ def test_classes_alternating_keep_their_own_hooks(kit, purgatory):
         assert purgatory.try_complete_else_watch(cls(100, calls, 0), [i]) is True
     assert log == ["B", "B", "B"] and len(calls.ops) == 3
     assert all(type(op) is A for op in calls.ops)
+
+
+def test_hook_decision_is_cached_per_class(kit, purgatory):
+    # The compiled core with a GIL decides once per class which hooks run in
+    # C; a class whose version tag never counts would be decided on every
+    # call (an MRO walk per hook: several times slower, and no test above
+    # would notice).
+    import sys
+
+    from tickwheel import _purgatory
+
+    if (
+        not kit.Countdown.__module__.startswith("tickwheel._purgatory")
+        or kit.Countdown is not _purgatory.CountdownOperation
+    ):
+        pytest.skip("the decision cache is the compiled core's")
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        pytest.skip("free-threaded builds call Python hooks through the attribute")
+
+    class Quiet(kit.Countdown):
+        __slots__ = ()
+
+    class Loud(kit.Countdown):
+        __slots__ = ()
+
+        def on_complete(self) -> None:
+            pass
+
+    for cls in (Quiet, Loud):
+        assert purgatory.try_complete_else_watch(cls(100, None, 0), ["k"]) is True
+    assert _purgatory._hook_cached(Quiet) == 0
+    assert _purgatory._hook_cached(Loud) == 2  # on_complete through the attribute
+    Quiet.on_expiration = lambda self: None  # type: ignore[method-assign]
+    assert _purgatory._hook_cached(Quiet) is None  # the class changed
+    assert purgatory.try_complete_else_watch(Quiet(100, None, 0), ["k"]) is True
+    assert _purgatory._hook_cached(Quiet) == 4

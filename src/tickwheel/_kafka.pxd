@@ -41,6 +41,8 @@ cdef class _ProduceCore(DelayedOperation):
     cdef public object _callback
     cpdef try_complete(self)
     cpdef on_complete(self)
+    cdef object _try_c(self)
+    cdef object _complete_c(self)
 
 
 # _new_operation plus the produce fields, in one C call (the replay loop);

@@ -6,7 +6,7 @@ signatures and docstrings, and the same logic line for line.
 """
 
 cimport cython
-from tickwheel._purgatory cimport DelayedOperation, _fresh
+from tickwheel._purgatory cimport DelayedOperation, _force_complete, _fresh
 from tickwheel._wheel cimport tw_load_u8
 
 from tickwheel._purgatory import DelayedOperation as _DelayedOperation
@@ -55,6 +55,15 @@ cdef class _ProduceCore(DelayedOperation):
 
     cpdef try_complete(self):
         """Complete iff every in-sync follower's LEO reached required_offset."""
+        return self._try_c()
+
+    cpdef on_complete(self):
+        """Record the outcome and completion time, then call the callback."""
+        return self._complete_c()
+
+    # The bodies (DelayedOperation's C virtual methods, which the purgatory
+    # calls directly when no Python class overrides the hook).
+    cdef object _try_c(self):
         partition = self.partition
         if isinstance(partition, _PartitionCore):
             # Partition's field, read in C: one comparison.
@@ -64,10 +73,9 @@ cdef class _ProduceCore(DelayedOperation):
                 return False
         elif not partition.acked(self.required_offset):
             return False
-        return self.force_complete()
+        return _force_complete(self)
 
-    cpdef on_complete(self):
-        """Record the outcome and completion time, then call the callback."""
+    cdef object _complete_c(self):
         self.done_ms = self._clock()
         if tw_load_u8(&self._expired):
             self.outcome = EXPIRED
@@ -76,6 +84,7 @@ cdef class _ProduceCore(DelayedOperation):
             self.outcome = COMPLETED
         if self._callback is not None:
             self._callback(self)
+        return None
 
 
 cpdef _ProduceCore _new_produce(

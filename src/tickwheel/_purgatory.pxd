@@ -59,6 +59,13 @@ cdef class DelayedOperation(TimerTask):
     cpdef on_complete(self)
     cpdef on_expiration(self)
     cpdef force_complete(self)
+    # The hooks' bodies (the cpdef hooks call them): a compiled subclass
+    # overrides these (keeping the cpdef hook, which delegates, for its
+    # docstring), and the purgatory calls them without Cython's per-call
+    # check for a Python override (_purgatory.pyx, "calling the hooks").
+    cdef object _try_c(self)
+    cdef object _complete_c(self)
+    cdef object _expire_c(self)
 
 
 # An operation that completes when its countdown reaches zero, its test a
@@ -70,6 +77,8 @@ cdef class CountdownOperation(DelayedOperation):
     cdef object _callback
     cpdef try_complete(self)
     cpdef on_complete(self)
+    cdef object _try_c(self)
+    cdef object _complete_c(self)
 
 
 cdef class _Shard:
@@ -97,3 +106,7 @@ cdef class _PurgatoryCore:
 # A new operation of class ``cls`` with ``delay_ms`` and a private lock, its
 # __init__ not called (_new_operation; _kafka._new_produce builds on it).
 cdef DelayedOperation _fresh(type cls, object delay_ms)
+
+# op.force_complete() for a compiled hook body: DelayedOperation's own body
+# unless a Python class overrides it (then the override, as Cython would).
+cdef object _force_complete(DelayedOperation op)

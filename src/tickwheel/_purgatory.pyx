@@ -71,9 +71,9 @@ cdef object _monotonic = time.monotonic
 # the purgatory decides once per class, on the GIL builds:
 #
 # * a hook that no Python class in the MRO defines, on a class with no
-#   instance __dict__ and the generic __getattribute__, is called in C
-#   through the vtable, skipping Cython's check (TW_VCALL: Cython's
-#   ``__pyx_vtab`` member, the method's name as its slot);
+#   instance __dict__ and the generic __getattribute__, runs its compiled
+#   body directly (the C virtual methods _try_c, _complete_c, _expire_c,
+#   which the cpdef hooks delegate to), skipping Cython's check;
 # * any other hook is called with PyObject_VectorcallMethod (public since
 #   3.9): the same function the attribute would be (instance dict,
 #   descriptors, __getattribute__ included), ``self`` prepended, no bound
@@ -97,9 +97,11 @@ cdef extern from *:
         return t->tp_getattro == PyObject_GenericGetAttr && t->tp_dictoffset == 0;
     }
     /* A class's version tag, 0 if it has none now.  CPython gives a class
-       a new tag when it (or a base) changes; before 3.11 it also cleared
-       a flag and could leave the old number in place, so test the flag. */
-    #ifdef Py_TPFLAGS_VALID_VERSION_TAG
+       a new tag when it (or a base) changes.  Before 3.13 a change cleared
+       Py_TPFLAGS_VALID_VERSION_TAG and could leave the old number in
+       place, so the flag is tested there; 3.13 no longer sets the flag (a
+       tag is valid iff it is not 0). */
+    #if PY_VERSION_HEX < 0x030D0000
     #define TW_TAG_OF(t) (PyType_HasFeature((t), Py_TPFLAGS_VALID_VERSION_TAG) \
                           ? (t)->tp_version_tag : 0u)
     #else
@@ -125,7 +127,6 @@ cdef extern from *:
         tw_hk_tag = tag;
         tw_hk_mask = mask;
     }
-    #define TW_VCALL(op, meth) ((op)->__pyx_vtab->meth((op), 1))
     """
     bint tw_maybe_overridden(object o) noexcept
     object tw_call_hook(object name, object self)
@@ -133,25 +134,34 @@ cdef extern from *:
     unsigned int tw_version_tag(object cls) noexcept
     int tw_hk_last(object o) noexcept
     void tw_hk_remember(object o, unsigned int tag, int mask) noexcept
-    object TW_VCALL_TRY "TW_VCALL"(DelayedOperation op, void *meth)
-    # The vtable slots, by name (see TW_VCALL).
-    void *TW_TRY "try_complete"
-    void *TW_COMPLETE "on_complete"
-    void *TW_EXPIRE "on_expiration"
 
 cdef object _S_TRY_COMPLETE = sys.intern("try_complete")
 cdef object _S_ON_COMPLETE = sys.intern("on_complete")
 cdef object _S_ON_EXPIRATION = sys.intern("on_expiration")
+cdef object _S_FORCE_COMPLETE = sys.intern("force_complete")
 
 # Bits of a class's hook mask: the hook is called through the attribute.
 cdef enum:
     _HK_TRY = 1
     _HK_COMPLETE = 2
     _HK_EXPIRE = 4
-    _HK_ALL = 7
+    _HK_FORCE = 8
+    _HK_ALL = 15
 
 # class -> (version tag, mask), behind the one-entry cache in C.
 cdef dict _hook_masks = {}
+
+
+def _hook_cached(cls):
+    """The hook mask cached for ``cls`` (bits: try_complete 1, on_complete 2,
+    on_expiration 4, force_complete 8 go through the attribute), or None.
+
+    For tests: a Python class used with the purgatory is cached on GIL builds.
+    """
+    entry = _hook_masks.get(cls)
+    if entry is None or (<tuple>entry)[0] != tw_version_tag(cls):
+        return None
+    return (<tuple>entry)[1]
 
 
 cdef int _hook_mask(object op) except -1:
@@ -177,7 +187,8 @@ cdef int _hook_mask(object op) except -1:
         mask = _HK_ALL
     else:
         for bit, name in ((_HK_TRY, _S_TRY_COMPLETE), (_HK_COMPLETE, _S_ON_COMPLETE),
-                          (_HK_EXPIRE, _S_ON_EXPIRATION)):
+                          (_HK_EXPIRE, _S_ON_EXPIRATION),
+                          (_HK_FORCE, _S_FORCE_COMPLETE)):
             for base in cls.__mro__:
                 if name in base.__dict__:
                     if (<type>base).__flags__ & Py_TPFLAGS_HEAPTYPE:
@@ -471,24 +482,32 @@ cdef inline object _try_complete(DelayedOperation op):
     if tw_maybe_overridden(op):
         if _hook_mask(op) & _HK_TRY:
             return tw_call_hook(_S_TRY_COMPLETE, op)
-        return TW_VCALL_TRY(op, TW_TRY)
-    return op.try_complete()
+        return op._try_c()
+    return op._try_c()  # a compiled class: its body, no check needed
 
 
 cdef inline object _on_complete(DelayedOperation op):
     if tw_maybe_overridden(op):
         if _hook_mask(op) & _HK_COMPLETE:
             return tw_call_hook(_S_ON_COMPLETE, op)
-        return TW_VCALL_TRY(op, TW_COMPLETE)
-    return op.on_complete()
+        return op._complete_c()
+    return op._complete_c()  # a compiled class: its body, no check needed
+
+
+cdef object _force_complete(DelayedOperation op):
+    # op.force_complete(), as the hooks are called: for a Python class that
+    # does not override it, DelayedOperation's body without Cython's check.
+    if tw_maybe_overridden(op) and _hook_mask(op) & _HK_FORCE:
+        return tw_call_hook(_S_FORCE_COMPLETE, op)
+    return DelayedOperation.force_complete(op)
 
 
 cdef inline object _on_expiration(DelayedOperation op):
     if tw_maybe_overridden(op):
         if _hook_mask(op) & _HK_EXPIRE:
             return tw_call_hook(_S_ON_EXPIRATION, op)
-        return TW_VCALL_TRY(op, TW_EXPIRE)
-    return op.on_expiration()
+        return op._expire_c()
+    return op._expire_c()  # a compiled class: its body, no check needed
 
 
 cdef inline bint _is_done(object op) noexcept:
@@ -580,13 +599,28 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
         :return: True iff this call completed the operation
         """
-        raise NotImplementedError(f"{type(self).__name__} must override try_complete()")
+        return self._try_c()
 
     cpdef on_complete(self):
         """Called exactly once, under the lock, by whichever path completes it."""
+        return self._complete_c()
 
     cpdef on_expiration(self):
         """Called after :meth:`on_complete`, under the lock, iff the timer won."""
+        return self._expire_c()
+
+    # The hooks' bodies, as C virtual methods: a compiled subclass overrides
+    # these (and keeps the cpdef for its docstring), so the purgatory can
+    # run the right body without Cython's per-call Python-override check
+    # for a Python class that overrides no hook (see "calling the hooks").
+    cdef object _try_c(self):
+        raise NotImplementedError(f"{type(self).__name__} must override try_complete()")
+
+    cdef object _complete_c(self):
+        return None
+
+    cdef object _expire_c(self):
+        return None
 
     # -- completion -----------------------------------------------------------
     cpdef force_complete(self):
@@ -809,16 +843,23 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
     cpdef try_complete(self):
         """Complete iff the count is zero."""
-        if tw_atomic_load_ssize(&self._count):
-            return False
-        return self.force_complete()
+        return self._try_c()
 
     cpdef on_complete(self):
         """Call ``callback(self)`` (if one was given), then drop it."""
+        return self._complete_c()
+
+    cdef object _try_c(self):
+        if tw_atomic_load_ssize(&self._count):
+            return False
+        return _force_complete(self)
+
+    cdef object _complete_c(self):
         callback = self._callback
         if callback is not None:
             self._callback = None
             callback(self)
+        return None
 
     def __repr__(self):
         if tw_load_u8(&self._withdrawn):
