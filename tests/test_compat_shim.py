@@ -61,6 +61,9 @@ def test_compat_shim_decisions() -> None:
             if sysconfig.get_config_var("Py_GIL_DISABLED")
             else "tp_alloc/tp_free"
         ),
+        "type_version": (
+            "tp_version_tag" if sys.version_info >= (3, 13) else "tp_version_tag+flag"
+        ),
     }
 
 

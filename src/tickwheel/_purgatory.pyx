@@ -83,6 +83,9 @@ cdef object _monotonic = time.monotonic
 # version tag, which CPython changes whenever the class or a base is
 # modified (a hook assigned later is seen).  Free-threaded builds take the
 # second way for every Python class: no shared cache to race on.
+cdef extern from "_compat.h":
+    pass
+
 cdef extern from *:
     """
     static inline int tw_maybe_overridden(PyObject *o) {
@@ -96,19 +99,8 @@ cdef extern from *:
         PyTypeObject *t = (PyTypeObject *)cls;
         return t->tp_getattro == PyObject_GenericGetAttr && t->tp_dictoffset == 0;
     }
-    /* A class's version tag, 0 if it has none now.  CPython gives a class
-       a new tag when it (or a base) changes.  Before 3.13 a change cleared
-       Py_TPFLAGS_VALID_VERSION_TAG and could leave the old number in
-       place, so the flag is tested there; 3.13 no longer sets the flag (a
-       tag is valid iff it is not 0). */
-    #if PY_VERSION_HEX < 0x030D0000
-    #define TW_TAG_OF(t) (PyType_HasFeature((t), Py_TPFLAGS_VALID_VERSION_TAG) \
-                          ? (t)->tp_version_tag : 0u)
-    #else
-    #define TW_TAG_OF(t) ((t)->tp_version_tag)
-    #endif
     static inline unsigned int tw_version_tag(PyObject *cls) {
-        return TW_TAG_OF((PyTypeObject *)cls);
+        return tw_type_version((PyTypeObject *)cls);  /* _compat.h */
     }
     /* The last class decided (GIL builds): a borrowed pointer, valid while
        the tag matches (tags are never reused, so a new class at the same
@@ -118,7 +110,7 @@ cdef extern from *:
     static int tw_hk_mask = 0;
     static inline int tw_hk_last(PyObject *o) {
         PyTypeObject *t = Py_TYPE(o);
-        if (t == tw_hk_type && tw_hk_tag != 0 && TW_TAG_OF(t) == tw_hk_tag)
+        if (t == tw_hk_type && tw_hk_tag != 0 && tw_type_version(t) == tw_hk_tag)
             return tw_hk_mask;
         return -1;
     }

@@ -87,6 +87,7 @@ cdef extern from "_compat.h":
     int tw_install_freelist(PyTypeObject *t, allocfunc alloc, size_t size)
     Py_ssize_t tw_freelist_size()
     const char *TW_COMPAT_FREELIST
+    const char *TW_COMPAT_TYPE_VERSION
 
 
 @cython.cdivision(True)
@@ -2773,4 +2774,5 @@ def _compat():
         "type_dict": TW_COMPAT_TYPE_DICT.decode(),
         "free_threaded": TW_COMPAT_FREE_THREADED,
         "freelist": TW_COMPAT_FREELIST.decode(),
+        "type_version": TW_COMPAT_TYPE_VERSION.decode(),
     }
