@@ -519,6 +519,17 @@ def _check_lock(lock):
         )
 
 
+cdef str _state(DelayedOperation op):
+    # An operation's state as its repr shows it.
+    if tw_load_u8(&op._withdrawn):
+        return "withdrawn"
+    if tw_load_u8(&op._expired):
+        return "expired"
+    if tw_load_u8(&op._done):
+        return "completed"
+    return "open"
+
+
 cdef int _op_init(DelayedOperation self, object delay_ms, object lock) except -1:
     # DelayedOperation.__init__'s body (CountdownOperation's calls it in C).
     # TimerTask.__init__(self, delay_ms) for fn=None is the delay_ms
@@ -744,15 +755,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         return <bint>tw_load_u8(&self._trylock)
 
     def __repr__(self):
-        if tw_load_u8(&self._withdrawn):
-            state = "withdrawn"
-        elif tw_load_u8(&self._expired):
-            state = "expired"
-        elif tw_load_u8(&self._done):
-            state = "completed"
-        else:
-            state = "open"
-        return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {state}>"
+        return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {_state(self)}>"
 
 
 cdef class CountdownOperation(DelayedOperation):
@@ -854,17 +857,9 @@ Initialize self.  See help(type(self)) for accurate signature."""
         return None
 
     def __repr__(self):
-        if tw_load_u8(&self._withdrawn):
-            state = "withdrawn"
-        elif tw_load_u8(&self._expired):
-            state = "expired"
-        elif tw_load_u8(&self._done):
-            state = "completed"
-        else:
-            state = "open"
         return (
             f"<{type(self).__name__} delay_ms={self.delay_ms!r} "
-            f"count={self.count} {state}>"
+            f"count={self.count} {_state(self)}>"
         )
 
 

@@ -250,18 +250,21 @@ class DelayedOperation(TimerTask):
         return self._op_lock
 
     def __repr__(self) -> str:
-        if self._op_withdrawn:
-            state = "withdrawn"
-        elif self._op_expired:
-            state = "expired"
-        elif self._op_done:
-            state = "completed"
-        else:
-            state = "open"
-        return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {state}>"
+        return f"<{type(self).__name__} delay_ms={self.delay_ms!r} {_state(self)}>"
 
 
 _task_init = TimerTask.__init__
+
+
+def _state(op: DelayedOperation) -> str:
+    # An operation's state as its repr shows it.
+    if op._op_withdrawn:
+        return "withdrawn"
+    if op._op_expired:
+        return "expired"
+    if op._op_done:
+        return "completed"
+    return "open"
 
 _Op = TypeVar("_Op", bound=DelayedOperation)
 
@@ -377,17 +380,9 @@ class CountdownOperation(DelayedOperation):
             callback(self)
 
     def __repr__(self) -> str:
-        if self._op_withdrawn:
-            state = "withdrawn"
-        elif self._op_expired:
-            state = "expired"
-        elif self._op_done:
-            state = "completed"
-        else:
-            state = "open"
         return (
             f"<{type(self).__name__} delay_ms={self.delay_ms!r} "
-            f"count={self.count} {state}>"
+            f"count={self.count} {_state(self)}>"
         )
 
 
