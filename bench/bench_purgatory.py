@@ -18,7 +18,9 @@ behind.  The driver's own cost (pacing, operation objects, completion queue)
 is the ``generator`` row (``--impl all``); completions are counted without a
 lock so the bookkeeping costs every purgatory the same.
 
-Both purgatories run the same driver in one process, their repeats
+Every purgatory (tickwheel with its compiled CountdownOperation, tickwheel
+with a Python DelayedOperation subclass, the heapq baseline) runs the same
+driver in one process, their repeats
 interleaved: arrivals and completion events on the main thread, expirations
 on the timer's threads.  Reported per
 run: the target rate (requests / last scheduled arrival), the achieved rate

@@ -471,19 +471,15 @@ cdef inline unsigned long _ident() noexcept:
 
 
 cdef inline object _try_complete(DelayedOperation op):
-    if tw_maybe_overridden(op):
-        if _hook_mask(op) & _HK_TRY:
-            return tw_call_hook(_S_TRY_COMPLETE, op)
-        return op._try_c()
-    return op._try_c()  # a compiled class: its body, no check needed
+    if tw_maybe_overridden(op) and _hook_mask(op) & _HK_TRY:
+        return tw_call_hook(_S_TRY_COMPLETE, op)
+    return op._try_c()
 
 
 cdef inline object _on_complete(DelayedOperation op):
-    if tw_maybe_overridden(op):
-        if _hook_mask(op) & _HK_COMPLETE:
-            return tw_call_hook(_S_ON_COMPLETE, op)
-        return op._complete_c()
-    return op._complete_c()  # a compiled class: its body, no check needed
+    if tw_maybe_overridden(op) and _hook_mask(op) & _HK_COMPLETE:
+        return tw_call_hook(_S_ON_COMPLETE, op)
+    return op._complete_c()
 
 
 cdef object _force_complete(DelayedOperation op):
@@ -495,11 +491,9 @@ cdef object _force_complete(DelayedOperation op):
 
 
 cdef inline object _on_expiration(DelayedOperation op):
-    if tw_maybe_overridden(op):
-        if _hook_mask(op) & _HK_EXPIRE:
-            return tw_call_hook(_S_ON_EXPIRATION, op)
-        return op._expire_c()
-    return op._expire_c()  # a compiled class: its body, no check needed
+    if tw_maybe_overridden(op) and _hook_mask(op) & _HK_EXPIRE:
+        return tw_call_hook(_S_ON_EXPIRATION, op)
+    return op._expire_c()
 
 
 cdef inline bint _is_done(object op) noexcept:
