@@ -64,6 +64,10 @@ def test_compat_shim_decisions() -> None:
         "type_version": (
             "tp_version_tag" if sys.version_info >= (3, 13) else "tp_version_tag+flag"
         ),
+        # TimerTask's own tp_dealloc comes with the freelist.
+        "task_dealloc": (
+            "cython" if sysconfig.get_config_var("Py_GIL_DISABLED") else "tickwheel"
+        ),
     }
 
 

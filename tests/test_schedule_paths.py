@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import time
 import weakref
 from types import ModuleType
 from typing import Any
@@ -118,6 +119,47 @@ def test_short_path_reads_a_clock_given_as_a_callable(impl: ModuleType) -> None:
         impl.TimerCore(clock=lambda: 1 // 0).schedule(10, _noop)
 
 
+def test_short_path_on_the_real_clock_brackets_every_deadline(impl: ModuleType) -> None:
+    # On the C clock the compiled schedule() takes the level and bucket from
+    # the millisecond of the last reading and only checks that the clock is
+    # still in it.  Across many millisecond boundaries every task must still
+    # get now + delay: a deadline between clock readings taken just before
+    # and just after the call, its expiration that deadline rounded up.
+    core = impl.TimerCore()
+    delays = [1, 2, 19, 20, 21, 401, 8_001, 30_000, 2**30]
+    rows = []
+    start = time.monotonic_ns()
+    while len(rows) < 20_000 or time.monotonic_ns() - start < 5 * NS:
+        d = delays[len(rows) % len(delays)]
+        t0 = time.monotonic_ns()
+        task = core.schedule(d, _noop)
+        t1 = time.monotonic_ns()
+        rows.append((t0, t1, d, task.deadline_ns, task.expiration_ms, task.state))
+        task.cancel()
+    assert rows[-1][1] // NS - rows[0][0] // NS >= 5  # boundaries were crossed
+    bad = [
+        r for r in rows
+        if not (r[0] + r[2] * NS <= r[3] <= r[1] + r[2] * NS
+                and r[4] == -(-r[3] // NS) and r[5] == "pending")
+    ]
+    assert bad == []
+    assert len(core) == 0
+
+
+def test_short_path_on_a_wheel_ahead_of_the_clock(impl: ModuleType) -> None:
+    # A wheel polled ahead of the clock (the driver passed a later time)
+    # holds no slot for a task due before its own clock: schedule() makes it
+    # ready as the general path does.
+    cores = [impl.TimerCore() for _ in range(2)]
+    for core in cores:
+        core.schedule(5_000, _noop)
+        assert len(core._take_due(core.now_ns // NS + 10_000)) == 1
+    short = cores[0].schedule(3, _noop)
+    general = cores[1].schedule_as(impl.TimerTask, 3, _noop)
+    assert short.state == general.state == "expired"
+    assert len(cores[0]) == len(cores[1]) == 2  # with the one polled above
+
+
 def test_cancel_is_a_method_of_no_arguments(impl: ModuleType) -> None:
     task = impl.TimerTask(5, _noop)
     assert list(inspect.signature(impl.TimerTask.cancel).parameters) == ["self"]
@@ -153,6 +195,48 @@ def test_a_freed_task_lets_go_of_its_callable(impl: ModuleType, subclass: bool) 
     del task
     gc.collect()
     assert ref() is None
+
+
+class _Held:
+    pass
+
+
+@pytest.mark.parametrize(
+    "how", ["constructed", "scheduled", "timer-dropped", "subclass", "subclass-del"]
+)
+def test_a_dropped_task_lets_go_of_what_it_holds(impl: ModuleType, how: str) -> None:
+    # Freeing a task that never ran drops its callable and its arguments:
+    # TimerTask's tp_dealloc (its own on GIL builds) for an exact task, the
+    # same body under Python's subtype dealloc for a subclass, whose
+    # finalizer runs once first.
+    fn, arg = _Callable(), _Held()
+    refs = [weakref.ref(fn), weakref.ref(arg)]
+    finalized: list[Any] = []
+
+    class Sub(impl.TimerTask):
+        pass
+
+    class SubDel(impl.TimerTask):
+        def __del__(self) -> None:
+            finalized.append(self.fn is not None)
+
+    core = impl.TimerCore(manual=True)
+    if how == "constructed":
+        task = impl.TimerTask(5, fn, arg)
+    elif how == "scheduled":
+        task = core.schedule(5, fn, arg)
+        assert core._take_due(10) == [task]  # expired, never run
+    elif how == "timer-dropped":
+        task = core.schedule(5, fn, arg)  # pending when its timer goes
+        del core
+    else:
+        task = (Sub if how == "subclass" else SubDel)(5, fn, arg)
+    del fn, arg
+    assert [r() is not None for r in refs] == [True, True]
+    del task
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    assert finalized == ([True] if how == "subclass-del" else [])
 
 
 def test_exact_tasks_return_to_the_freelist(impl: ModuleType) -> None:

@@ -126,6 +126,12 @@ static inline int tw_install_freelist(PyTypeObject *t, allocfunc alloc, size_t s
     return 0;
 }
 static inline Py_ssize_t tw_freelist_size(void) { return 0; }
+static inline PyObject *tw_freelist_pop(void) { return NULL; }
+static inline void tw_freelist_free(void *op) { PyObject_Free(op); }
+static inline int tw_install_dealloc(PyTypeObject *t, destructor d) {
+    (void)t; (void)d;
+    return 0;
+}
 #else
 #define TW_COMPAT_FREELIST "tp_alloc/tp_free"
 #define TW_FREELIST_MAX 256
@@ -183,6 +189,25 @@ static inline int tw_install_freelist(PyTypeObject *t, allocfunc alloc, size_t s
 }
 
 static inline Py_ssize_t tw_freelist_size(void) { return tw_freecount; }
+
+/* A parked block as it is (not zeroed, not initialised), or NULL: for the
+   schedule() path that writes every field of a new exact TimerTask itself. */
+static inline PyObject *tw_freelist_pop(void) {
+    return tw_freecount > 0 ? tw_freelist[--tw_freecount] : NULL;
+}
+
+/* Put ``d`` in the freelist type's tp_dealloc (public PyTypeObject field,
+   set once at import like tp_alloc/tp_free): 1: installed; 0: the freelist
+   is not installed on t, or t is a heap type or has a finalizer (nothing
+   is changed then). */
+static inline int tw_install_dealloc(PyTypeObject *t, destructor d) {
+    if (t != tw_freelist_type || t->tp_finalize != NULL
+        || (t->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        return 0;
+    }
+    t->tp_dealloc = d;
+    return 1;
+}
 #endif
 
 #if defined(Py_GIL_DISABLED)

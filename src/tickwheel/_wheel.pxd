@@ -267,6 +267,11 @@ cdef class TimerCore:
     # cores, [0] None (this core is lane 0), the others _Lane instances.
     cdef tuple _lanes
     cdef Py_ssize_t _nlanes
+    # schedule()'s millisecond: the last C clock reading it saw, rounded up
+    # to the ms (_ms_ceil) and back in ns (_ms_ceil_ns; INT64_MIN until the
+    # first reading).  See _schedule_small.
+    cdef int64_t _ms_ceil
+    cdef int64_t _ms_ceil_ns
 
     cdef int64_t _now_ns(self) except? -1
     cdef TimerTask _schedule_new(self, object delay_ms, object fn)

@@ -7,7 +7,7 @@ See ``_wheel.pxd`` for the design picture and the thread-safety contract, and
 
 cimport cython
 from libc.math cimport NAN, ceil, fma, isinf, isnan
-from libc.stdint cimport UINT32_MAX, int64_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MIN, UINT32_MAX, int64_t, uint32_t, uint64_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.type cimport PyType_Check, PyType_IsSubtype
@@ -86,6 +86,10 @@ cdef extern from "_compat.h":
     PyObject *tw_freelist_alloc(PyTypeObject *t, Py_ssize_t n, size_t size) noexcept
     int tw_install_freelist(PyTypeObject *t, allocfunc alloc, size_t size)
     Py_ssize_t tw_freelist_size()
+    PyObject *tw_freelist_pop() noexcept
+    void tw_freelist_free(void *op) noexcept
+    ctypedef void (*destructor)(PyObject *o) noexcept
+    int tw_install_dealloc(PyTypeObject *t, destructor d)
     const char *TW_COMPAT_FREELIST
     const char *TW_COMPAT_TYPE_VERSION
 
@@ -253,6 +257,78 @@ cdef extern from *:
     PyObject *TW_LIST_ITEM(PyObject *l, Py_ssize_t i)
     object tw_new_instance(object t)
     int tw_keeps_task_new(object t, object base)
+
+
+cdef extern from *:
+    """
+    /* An exact TimerTask made in place by schedule() on a GIL build: every
+       field written once (no zeroing, no None written and replaced); the
+       struct is Cython's (TW_ENTRY_LIST_SLOT's naming). */
+    #define TW_TASK_FILL(o, fn, args, expiration, delay_ms, early, state) do { \
+        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *t_ = \
+            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
+        t_->__pyx_base._expiration_ms = (expiration); \
+        t_->__pyx_base._prev = NULL; \
+        t_->__pyx_base._next = NULL; \
+        Py_INCREF(Py_None); \
+        t_->__pyx_base._list = (void *)Py_None; \
+        Py_INCREF(fn); \
+        t_->_fn = (fn); \
+        Py_INCREF(args); \
+        t_->_args = (args); \
+        t_->_delay_ms = (double)(delay_ms); \
+        t_->_state = (state); \
+        t_->_spent = 0; \
+        t_->_delay_is_int = 1; \
+        t_->_claim = 0; \
+        t_->_early_ns = (early); \
+    } while (0)
+    /* The bodies of TimerTask's and TimerTaskEntry's tp_dealloc in one
+       (Cython's, without their finalizer test). */
+    #define TW_TASK_CLEAR(o) do { \
+        struct __pyx_obj_9tickwheel_6_wheel_TimerTask *t_ = \
+            (struct __pyx_obj_9tickwheel_6_wheel_TimerTask *)(o); \
+        Py_CLEAR(t_->_fn); \
+        Py_CLEAR(t_->_args); \
+        Py_CLEAR(t_->__pyx_base._list); \
+    } while (0)
+    """
+    void TW_TASK_FILL(PyObject *o, PyObject *fn, PyObject *args, int64_t expiration,
+                      long long delay_ms, unsigned int early, unsigned char state) noexcept
+    void TW_TASK_CLEAR(PyObject *o) noexcept
+    # A new reference handed over as it is (no reference count change).
+    TimerTask TW_STEAL_TASK "(PyObject *)"(PyObject *o)
+    PyObject *PyObject_Init(PyObject *o, PyTypeObject *t) noexcept
+    void *PyObject_Malloc(size_t n) noexcept
+    PyTypeObject *TW_TYPE "Py_TYPE"(PyObject *o) noexcept
+
+
+cdef inline TimerTask _made_task(PyObject *fn, int64_t expiration, long long delay_ms,
+                                 unsigned int early):
+    # schedule()'s new exact TimerTask on a GIL build (no free-threaded
+    # caller: the freelist is compiled out there): what TimerTask.__new__
+    # and the field assignments of _schedule_new give, from the freelist
+    # or fresh memory, without Cython's tp_new chain (~80 instructions on
+    # 3.14) or any field written twice.
+    cdef PyObject *o = tw_freelist_pop()
+    if o is NULL:
+        o = <PyObject *>PyObject_Malloc(sizeof(TimerTask))
+        if o is NULL:
+            raise MemoryError()
+    PyObject_Init(o, <PyTypeObject *>TimerTask)
+    TW_TASK_FILL(o, fn, <PyObject *>_EMPTY, expiration, delay_ms, early, PENDING)
+    return TW_STEAL_TASK(o)
+
+
+cdef void _task_dealloc(PyObject *o) noexcept:
+    # TimerTask's tp_dealloc on GIL builds (installed at the end of this
+    # module): the bodies of Cython's TimerTask and TimerTaskEntry deallocs
+    # in one call.  Cython's test for a finalizer is left out: it only
+    # fires when the slot holds Cython's own function, so never once this
+    # one is installed (and TimerTask has no finalizer; a subclass's runs
+    # in its own dealloc first).  tp_free parks an exact TimerTask.
+    TW_TASK_CLEAR(o)
+    TW_TYPE(o).tp_free(o)
 
 
 cdef inline TimerTask _new_task(object fn, tuple args):
@@ -1573,6 +1649,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         self._closed = False
         self._pc_horizon = -1
         self._nlanes = 1
+        self._ms_ceil_ns = INT64_MIN
 
     @cython.final
     cdef int64_t _now_ns(self) except? -1:
@@ -2465,10 +2542,41 @@ cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject 
     # the inline unlink and the METH_NOARGS cancel, tickwheel's own code in
     # a W2-sliding schedule + cancel went from 564 to 463 instructions on
     # 3.14 (bench/README.md, "W1 and W2 per Python version").
-    cdef int64_t now_ns, deadline_ns, expiration
+    cdef int64_t now_ns, deadline_ns, expiration, ms
     cdef int placed = 0
+    cdef TimerTask task
     if self._closed:
         raise RuntimeError("timer is closed")
+    if (TW_HAVE_C_CLOCK and self._fast_clock and not self._manual
+            and delay_ms > 0 and self._tick_ms == 1):
+        # The common case, a positive delay on the C clock: the task expires
+        # delay_ms after the clock's millisecond, rounded up.  That
+        # millisecond is the one the last call saw unless the clock has
+        # passed it, so the level and bucket are worked out from the cached
+        # value, and the clock reading only decides a (well-predicted)
+        # branch: nothing waits for the reading.  Taking the bucket from
+        # the reading itself cost ~15 ns a call on 3.14 (bench/README.md).
+        # Same expiration and deadline as below, to the nanosecond.
+        ms = self._ms_ceil
+        now_ns = tw_monotonic_ns()
+        if now_ns > self._ms_ceil_ns:
+            ms = _ceil_ms(now_ns)
+            self._ms_ceil = ms
+            self._ms_ceil_ns = ms * NS_PER_MS
+        expiration = ms + delay_ms
+        if expiration > C_MAX_EXPIRATION_MS:
+            _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
+        # deadline = now + delay: it lies ms * 10**6 - now (< 1 ms) before
+        # the expiration.
+        task = _made_task(fn, expiration, delay_ms,
+                          <unsigned int>(ms * NS_PER_MS - now_ns))
+        placed = _wheel_link(self._wheel, task, expiration)
+        if placed == 0:  # (a wheel whose clock ran ahead of this reading)
+            self._expire(task)
+            self._ready.append(task)
+        if placed != 1:
+            self._on_wake()
+        return task
     if self._manual:
         now_ns = self._manual_now_ns
     elif TW_HAVE_C_CLOCK and self._fast_clock:
@@ -2482,14 +2590,7 @@ cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject 
         expiration = _ceil_to(expiration, self._tick_ms)
     if expiration > C_MAX_EXPIRATION_MS:
         _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
-    cdef TimerTask task = TimerTask.__new__(TimerTask)
-    task._fn = <object>fn
-    task._args = ()
-    task._delay_ms = <double>delay_ms
-    task._delay_is_int = True
-    task._early_ns = _early_of(expiration, deadline_ns)
-    task._expiration_ms = expiration
-    tw_store_u8(&task._state, PENDING)
+    task = _made_task(fn, expiration, delay_ms, _early_of(expiration, deadline_ns))
     if expiration * NS_PER_MS > now_ns:
         placed = _wheel_link(self._wheel, task, expiration)
     if placed == 0:
@@ -2759,6 +2860,7 @@ cdef PyObject *_task_alloc(PyTypeObject *t, Py_ssize_t n) noexcept:
 
 # Before any TimerTask exists (and before _purgatory's subtype is readied).
 tw_install_freelist(<PyTypeObject *>TimerTask, _task_alloc, sizeof(TimerTask))
+cdef bint _own_dealloc = tw_install_dealloc(<PyTypeObject *>TimerTask, _task_dealloc)
 
 
 def _freelist_size():
@@ -2775,4 +2877,5 @@ def _compat():
         "free_threaded": TW_COMPAT_FREE_THREADED,
         "freelist": TW_COMPAT_FREELIST.decode(),
         "type_version": TW_COMPAT_TYPE_VERSION.decode(),
+        "task_dealloc": "tickwheel" if _own_dealloc else "cython",
     }
