@@ -68,7 +68,32 @@ def test_compat_shim_decisions() -> None:
         "task_dealloc": (
             "cython" if sysconfig.get_config_var("Py_GIL_DISABLED") else "tickwheel"
         ),
+        # GCC and Clang have 128-bit integers on 64-bit targets; MSVC does not.
+        "division": (
+            "multiply-high"
+            if sys.maxsize > 2**32 and not sys.platform.startswith("win")
+            else "divide"
+        ),
     }
+
+
+def test_compat_shim_division_by_a_reciprocal_is_exact() -> None:
+    # _wheel_link divides offsets below 2**32 by a level's tick with a
+    # multiply-high by ceil(2**64 / tick); check it where it could go wrong:
+    # around multiples of the divisor, at the top of the range, for ticks
+    # of every size (powers of two, wheel_size powers, past 2**32).
+    from tickwheel import _wheel
+
+    top = 2**32 - 1
+    divisors = [2, 3, 7, 20, 400, 8_000, 160_000, 3_200_000, 64_000_000,
+                2**31 - 1, 2**31, 2**31 + 1, 2**32 - 5, 2**32 - 1, 2**32,
+                2**32 + 1, 2**40, 2**62]
+    for d in divisors:
+        ns = {0, 1, top, top - 1, top - d % 2**32, d - 1, d, d + 1}
+        for q in (1, 2, 3, top // d, top // d - 1):
+            ns.update({q * d - 1, q * d, q * d + 1})
+        for n in sorted(x for x in ns if 0 <= x <= top):
+            assert _wheel._div_by_recip(n, d) == n // d, (n, d)
 
 
 def test_compat_shim_clock_matches_time_monotonic_ns() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import math
 import time
 import weakref
 from types import ModuleType
@@ -119,31 +120,44 @@ def test_short_path_reads_a_clock_given_as_a_callable(impl: ModuleType) -> None:
         impl.TimerCore(clock=lambda: 1 // 0).schedule(10, _noop)
 
 
-def test_short_path_on_the_real_clock_brackets_every_deadline(impl: ModuleType) -> None:
-    # On the C clock the compiled schedule() takes the level and bucket from
-    # the millisecond of the last reading and only checks that the clock is
-    # still in it.  Across many millisecond boundaries every task must still
-    # get now + delay: a deadline between clock readings taken just before
-    # and just after the call, its expiration that deadline rounded up.
+@pytest.mark.parametrize("how", ["schedule", "schedule-args", "add", "add-again"])
+def test_real_clock_brackets_every_deadline(impl: ModuleType, how: str) -> None:
+    # On the C clock the compiled core takes the level and bucket of a whole
+    # number of ms from the millisecond of the timer's last reading, and the
+    # new reading only decides whether that millisecond still holds.  Across
+    # many millisecond boundaries every task must still get now + delay: a
+    # deadline between clock readings taken just before and just after the
+    # call, its expiration that deadline rounded up.
     core = impl.TimerCore()
-    delays = [1, 2, 19, 20, 21, 401, 8_001, 30_000, 2**30]
+    delays = [1, 2, 19, 20, 21, 401, 8_001, 30_000, 2**30, 1.5, 0.25]
     rows = []
+    moved = impl.TimerTask(1, _noop)
     start = time.monotonic_ns()
     while len(rows) < 20_000 or time.monotonic_ns() - start < 5 * NS:
         d = delays[len(rows) % len(delays)]
-        t0 = time.monotonic_ns()
-        task = core.schedule(d, _noop)
+        if how == "schedule":
+            t0 = time.monotonic_ns()
+            task = core.schedule(d, _noop)
+        elif how == "schedule-args":
+            t0 = time.monotonic_ns()
+            task = core.schedule(d, _noop, 1)
+        else:
+            task = moved if how == "add-again" else impl.TimerTask(d, _noop)
+            task.delay_ms = d
+            t0 = time.monotonic_ns()
+            core.add(task)
         t1 = time.monotonic_ns()
         rows.append((t0, t1, d, task.deadline_ns, task.expiration_ms, task.state))
-        task.cancel()
+        if how != "add-again":
+            task.cancel()
     assert rows[-1][1] // NS - rows[0][0] // NS >= 5  # boundaries were crossed
     bad = [
         r for r in rows
-        if not (r[0] + r[2] * NS <= r[3] <= r[1] + r[2] * NS
+        if not (r[0] + math.ceil(r[2] * NS) <= r[3] <= r[1] + math.ceil(r[2] * NS)
                 and r[4] == -(-r[3] // NS) and r[5] == "pending")
     ]
     assert bad == []
-    assert len(core) == 0
+    assert len(core) == (1 if how == "add-again" else 0)
 
 
 def test_short_path_on_a_wheel_ahead_of_the_clock(impl: ModuleType) -> None:

@@ -210,6 +210,31 @@ static inline int tw_install_dealloc(PyTypeObject *t, destructor d) {
 }
 #endif
 
+/* -- division by a level's tick ---------------------------------------------
+   The bucket of a task is offset // tick on its level; the link waits for
+   that division (~15 cycles).  With r = ceil(2**64 / d) it is the high half
+   of n * r, exactly, for n < 2**32 and 2 <= d <= 2**32: n * r / 2**64 is
+   n / d plus less than 2**-32 <= 1 / d, which cannot reach the next integer
+   (tests/test_compat_shim.py checks it on the boundaries).  Compilers
+   without 128-bit integers (MSVC) divide. */
+#if defined(__SIZEOF_INT128__)
+#define TW_COMPAT_DIVISION "multiply-high"
+static inline uint64_t tw_recip(uint64_t d) {
+    return d > 1 ? UINT64_MAX / d + 1 : 0;
+}
+static inline uint64_t tw_div_by_recip(uint64_t n, uint64_t d, uint64_t r) {
+    (void)d;
+    return (uint64_t)(((unsigned __int128)n * r) >> 64);
+}
+#else
+#define TW_COMPAT_DIVISION "divide"
+static inline uint64_t tw_recip(uint64_t d) { (void)d; return 0; }
+static inline uint64_t tw_div_by_recip(uint64_t n, uint64_t d, uint64_t r) {
+    (void)r;
+    return n / d;
+}
+#endif
+
 #if defined(Py_GIL_DISABLED)
 #define TW_COMPAT_FREE_THREADED 1
 #else

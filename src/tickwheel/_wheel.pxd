@@ -114,7 +114,7 @@
 # node types are @no_gc and break their rings explicitly).  No cdef methods
 # live on the node classes, so they carry no vtable pointer.
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from cpython.object cimport PyObject
 cimport cython
@@ -233,6 +233,9 @@ cdef class TimingWheel:
     cdef int64_t _interval_ms
     cdef int64_t _current_time_ms
     cdef int64_t _current_index     # (current_time_ms // tick_ms) % wheel_size
+    # ceil(2**64 / tick_ms): offset // tick_ms as one multiplication for an
+    # offset below 2**32 (_wheel_link; _compat.h's tw_div_by_recip).
+    cdef uint64_t _tick_recip
     cdef list _buckets
     cdef TimingWheel _overflow
     cdef TaskCounter _counter
@@ -272,6 +275,9 @@ cdef class TimerCore:
     # first reading).  See _schedule_small.
     cdef int64_t _ms_ceil
     cdef int64_t _ms_ceil_ns
+    # The timer reads the C clock (not manual, no Python clock), its tick
+    # is 1 ms and the build has a GIL: the cached millisecond may be used.
+    cdef bint _ms_clock
 
     cdef int64_t _now_ns(self) except? -1
     cdef TimerTask _schedule_new(self, object delay_ms, object fn)
@@ -282,6 +288,7 @@ cdef class TimerCore:
     cdef int _add(self, TimerTask task, int64_t delay_ns) except -1
     cdef int _add_new(self, TimerTask task, int64_t delay_ns) except -1
     cdef int _add_at(self, TimerTask task, int64_t now_ns, int64_t deadline_ns) except -1
+    cdef int64_t _ceil_now_ms(self, int64_t now_ns) noexcept
     cdef int64_t _expiration_for(self, TimerTask task, int64_t now_ns,
                                  int64_t delay_ns) except? -1
     cdef int _place(self, TimerTask task, int64_t now_ns, int64_t expiration) except -1

@@ -92,6 +92,11 @@ cdef extern from "_compat.h":
     int tw_install_dealloc(PyTypeObject *t, destructor d)
     const char *TW_COMPAT_FREELIST
     const char *TW_COMPAT_TYPE_VERSION
+    const char *TW_COMPAT_DIVISION
+    # n // d for n < 2**32 and 2 <= d <= 2**32 by a multiply-high with
+    # r = tw_recip(d) where the compiler has 128-bit integers, else n // d.
+    uint64_t tw_recip(uint64_t d) noexcept nogil
+    uint64_t tw_div_by_recip(uint64_t n, uint64_t d, uint64_t r) noexcept nogil
 
 
 @cython.cdivision(True)
@@ -1173,6 +1178,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         self._tick_ms = tick
         self._wheel_size = size
         self._interval_ms = tick * size
+        self._tick_recip = tw_recip(<uint64_t>tick)
         self._counter = counter if counter is not None else TaskCounter()
         self._queue = queue if queue is not None else DelayQueue()
         self._buckets = [TimerTaskList(self._counter) for _ in range(size)]
@@ -1427,7 +1433,10 @@ cdef inline int _wheel_link(TimingWheel wheel, TimerTaskEntry entry,
     if tick == 1:
         slots = offset
     elif offset <= <int64_t>UINT32_MAX:
-        slots = <uint32_t>offset // <uint32_t>tick
+        # A multiplication instead of a division (~15 cycles that the
+        # link waits for): exact below 2**32 (_compat.h).
+        slots = <int64_t>tw_div_by_recip(<uint64_t>offset, <uint64_t>tick,
+                                         (<TimingWheel>w)._tick_recip)
     else:
         slots = <uint64_t>offset // <uint64_t>tick
     index = (<TimingWheel>w)._current_index + slots
@@ -1650,6 +1659,8 @@ Initialize self.  See help(type(self)) for accurate signature."""
         self._pc_horizon = -1
         self._nlanes = 1
         self._ms_ceil_ns = INT64_MIN
+        self._ms_clock = (not TW_FT_LOCKS and TW_HAVE_C_CLOCK and self._fast_clock
+                          and not self._manual and tick == 1)
 
     @cython.final
     cdef int64_t _now_ns(self) except? -1:
@@ -1989,13 +2000,30 @@ Initialize self.  See help(type(self)) for accurate signature."""
         return self._place(task, now_ns, expiration)
 
     @cython.final
+    cdef inline int64_t _ceil_now_ms(self, int64_t now_ns) noexcept:
+        # _ceil_ms(now_ns) for a reading of the C clock, which never goes
+        # back: the cached millisecond while the clock is still in it, so
+        # that what is computed from it does not wait for the reading (see
+        # _schedule_small).  GIL builds only (two fields, no lock).
+        if now_ns > self._ms_ceil_ns:
+            self._ms_ceil = _ceil_ms(now_ns)
+            self._ms_ceil_ns = self._ms_ceil * NS_PER_MS
+        return self._ms_ceil
+
+    @cython.final
+    @cython.cdivision(True)
     cdef int64_t _expiration_for(self, TimerTask task, int64_t now_ns,
                                  int64_t delay_ns) except? -1:
         # The deadline rounded up to the millisecond, then up to the tick:
-        # never early.
-        cdef int64_t expiration = _ceil_ms(now_ns + delay_ns)
-        if self._tick_ms != 1:
-            expiration = _ceil_to(expiration, self._tick_ms)
+        # never early.  For a whole number of ms on the C clock that is the
+        # clock's millisecond (rounded up) plus the delay.
+        cdef int64_t expiration
+        if self._ms_clock and delay_ns > 0 and delay_ns % NS_PER_MS == 0:
+            expiration = self._ceil_now_ms(now_ns) + delay_ns / NS_PER_MS
+        else:
+            expiration = _ceil_ms(now_ns + delay_ns)
+            if self._tick_ms != 1:
+                expiration = _ceil_to(expiration, self._tick_ms)
         if expiration > C_MAX_EXPIRATION_MS:
             _past_clock_end(task.delay_ms, _floordiv(now_ns, NS_PER_MS))
         return expiration
@@ -2547,8 +2575,7 @@ cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject 
     cdef TimerTask task
     if self._closed:
         raise RuntimeError("timer is closed")
-    if (TW_HAVE_C_CLOCK and self._fast_clock and not self._manual
-            and delay_ms > 0 and self._tick_ms == 1):
+    if self._ms_clock and delay_ms > 0:
         # The common case, a positive delay on the C clock: the task expires
         # delay_ms after the clock's millisecond, rounded up.  That
         # millisecond is the one the last call saw unless the clock has
@@ -2557,12 +2584,8 @@ cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject 
         # branch: nothing waits for the reading.  Taking the bucket from
         # the reading itself cost ~15 ns a call on 3.14 (bench/README.md).
         # Same expiration and deadline as below, to the nanosecond.
-        ms = self._ms_ceil
         now_ns = tw_monotonic_ns()
-        if now_ns > self._ms_ceil_ns:
-            ms = _ceil_ms(now_ns)
-            self._ms_ceil = ms
-            self._ms_ceil_ns = ms * NS_PER_MS
+        ms = self._ceil_now_ms(now_ns)
         expiration = ms + delay_ms
         if expiration > C_MAX_EXPIRATION_MS:
             _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
@@ -2863,6 +2886,11 @@ tw_install_freelist(<PyTypeObject *>TimerTask, _task_alloc, sizeof(TimerTask))
 cdef bint _own_dealloc = tw_install_dealloc(<PyTypeObject *>TimerTask, _task_dealloc)
 
 
+def _div_by_recip(uint64_t n, uint64_t d):
+    """n // d as _wheel_link computes it for n < 2**32 (for tests)."""
+    return tw_div_by_recip(n, d, tw_recip(d))
+
+
 def _freelist_size():
     """How many freed TimerTask nodes the freelist holds (for tests)."""
     return tw_freelist_size()
@@ -2878,4 +2906,5 @@ def _compat():
         "freelist": TW_COMPAT_FREELIST.decode(),
         "type_version": TW_COMPAT_TYPE_VERSION.decode(),
         "task_dealloc": "tickwheel" if _own_dealloc else "cython",
+        "division": TW_COMPAT_DIVISION.decode(),
     }
