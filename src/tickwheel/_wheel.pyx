@@ -1409,30 +1409,14 @@ cdef inline int _wheel_link(TimingWheel wheel, TimerTaskEntry entry,
     cdef int64_t offset = expiration - current
     cdef int64_t slots, index
     cdef PyObject *b
-    cdef PyObject *sel = NULL
-    cdef bint take
     if offset < tick:
         return 0
     # A level's clock is the lowest level's rounded down to its own tick,
     # so its offset is at least this one: every level whose interval this
-    # offset reaches is passed over.  That is chosen without a branch on
-    # the offset: the loop visits every existing level (a trip count the
-    # CPU predicts: the same on every call once the levels exist) and keeps
-    # the lowest one whose interval the offset does not reach.  A branch
-    # per level instead mispredicted whenever the levels of consecutive
-    # tasks differed (~4 ns a call on 3.14 with delays of 1-30 s).
-    while True:
-        take = (sel == NULL) & (offset < (<TimingWheel>w)._interval_ms)
-        sel = w if take else sel
-        if (<TimingWheel>w)._overflow is None:
-            break
-        w = <PyObject *>(<TimingWheel>w)._overflow
-    if sel != NULL:
-        w = sel
-    # The level reached may still be one short (its own offset is larger by
-    # less than its tick); the one above it then holds the entry, since a
-    # level's interval is wheel_size >= 2 times the one below.  Past the top
-    # level, levels are made.
+    # offset reaches is passed over on one comparison each.  The level
+    # reached may still be one short (its own offset is larger by less
+    # than its tick); the one above it then holds the entry, since a
+    # level's interval is wheel_size >= 2 times the one below.
     while True:
         if offset < (<TimingWheel>w)._interval_ms:
             current = (<TimingWheel>w)._current_time_ms
