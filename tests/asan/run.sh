@@ -41,7 +41,8 @@ for f in tests/test_bad_input.py tests/test_model_interactions.py \
          tests/test_compat_asyncio_model.py tests/test_compat_threading_model.py \
          tests/test_precascade.py tests/test_faults_more.py tests/test_stress.py \
          tests/test_purgatory_lock.py tests/test_kafka_ops.py tests/test_replay_engine.py \
-         tests/test_replay_loop.py; do
+         tests/test_replay_loop.py tests/test_schedule_paths.py \
+         tests/test_purgatory_countdown.py tests/test_postpone.py; do
   [ -f "$f" ] && TESTS+=("$f")
 done
 LD_PRELOAD="$ASAN_RT" \
