@@ -551,7 +551,10 @@ class _Floor:
     (a freelisted compiled object holding the deadline and the callable)
     whose type's ``cancel`` drops the callable: tickwheel's call shape with
     no wheel behind it.  ``floor-node``: the same with the handle padded to
-    the size of a tickwheel node.
+    the size of a tickwheel node.  ``floor-ring``: the node also linked into
+    one of 20 circular lists picked by the delay, and unlinked by cancel
+    (the least an O(1)-cancel timer does); ``floor-ring-clock``: the list
+    picked from the deadline's millisecond instead, as a timer must.
     """
 
     def __init__(self, kind: str) -> None:
@@ -562,9 +565,22 @@ class _Floor:
         import pyximport
 
         pyximport.install(language_level=3, inplace=False)
-        from _floor import ClockHandle, ClockNode, ClockOnly, Handle, Node
+        from _floor import (
+            ClockHandle,
+            ClockNode,
+            ClockOnly,
+            ClockRing,
+            Handle,
+            Node,
+            RingNode,
+        )
 
-        if kind == "floor-clock":
+        self._ring = None
+        if kind in ("floor-ring", "floor-ring-clock"):
+            self._ring = ClockRing(by_clock=kind == "floor-ring-clock")
+            self.schedule = self._ring.schedule
+            self.cancel = RingNode.cancel
+        elif kind == "floor-clock":
             self.schedule = ClockOnly().schedule
         elif kind == "floor-node":
             self.schedule = ClockNode().schedule
@@ -574,7 +590,8 @@ class _Floor:
             self.cancel = Handle.cancel
 
     def close(self) -> None:
-        pass
+        if getattr(self, "_ring", None) is not None:
+            self._ring.close()
 
 
 def _make(impl: str) -> Any:
@@ -630,7 +647,14 @@ INTERLEAVED_IMPLS = [
     "floor-handle",
     "floor-node",
 ]
-FLOOR_IMPLS = ("floor", "floor-clock", "floor-handle", "floor-node")
+FLOOR_IMPLS = (
+    "floor",
+    "floor-clock",
+    "floor-handle",
+    "floor-node",
+    "floor-ring",
+    "floor-ring-clock",
+)
 
 
 def interleaved(impl: str, n: int, rounds: int = 7) -> dict[str, Any]:

@@ -99,3 +99,36 @@ def test_floor_node_is_a_handle_the_size_of_a_node():
     assert type(a).__name__ == "Node"
     assert sys.getsizeof(a) == sys.getsizeof(_wheel.TimerTask(5, print))
     assert floor.cancel(a) is True and floor.cancel(a) is False
+
+
+@pytest.mark.parametrize("kind", ["floor-ring", "floor-ring-clock"])
+def test_floor_ring_links_and_unlinks(kind):
+    # The ring floors link each node into one of 20 lists (the list holds a
+    # reference) and cancel unlinks it once; close() lets go of the rest.
+    floor = _make(kind)
+    nodes = [floor.schedule(d, print) for d in (1, 21, 30_000)]
+    assert type(nodes[0]).__name__ == "RingNode"
+    assert floor.cancel(nodes[0]) is True and floor.cancel(nodes[0]) is False
+    counts = [sys.getrefcount(nodes[i]) for i in range(3)]
+    assert counts[1] == counts[2] == counts[0] + 1  # the list's reference
+    floor.close()
+    assert [sys.getrefcount(nodes[i]) for i in range(3)] == [counts[0]] * 3
+    assert floor.cancel(nodes[1]) is False
+
+
+def test_ring_floor_script_runs_each_floor_apart(capsys):
+    import ring_floor
+
+    assert ring_floor.main(["--rounds", "1", "--n", "2000", "--k", "100"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("W2-sliding, N = 2,000, 100 pending, 1 rounds")
+    assert [line.split()[0] for line in out[1:]] == list(ring_floor.IMPLS)
+    assert "1.00x floor-handle" in out[2]
+
+
+def test_ring_floor_script_refuses_bad_counts(capsys):
+    import ring_floor
+
+    with pytest.raises(SystemExit):
+        ring_floor.main(["--rounds", "0"])
+    assert "--rounds: must be at least 1, got 0" in capsys.readouterr().err
