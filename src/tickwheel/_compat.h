@@ -23,6 +23,14 @@
  *                      +4.6 %, and with the other removals +7.7 % against
  *                      main (with it: +2.7 %).  Off on free-threaded builds
  *                      (Py_GIL_DISABLED) and with -DTW_COMPAT_NO_FREELIST.
+ *   tw_freelist_pop(), tw_install_dealloc()  schedule()'s task made in
+ *                      place from the freelist, and TimerTask's own
+ *                      tp_dealloc (a public slot, set once at import):
+ *                      W1 -4.9 % in time on 3.14 (docs/design.md).  Off
+ *                      where the freelist is.
+ *   tw_div_by_recip()  offset // tick as a multiply-high (GCC/Clang 128-bit
+ *                      integers; a division elsewhere): not a CPython
+ *                      detail, a compiler's, so it lives here too.
  *   tw_type_version()  a class's version tag, the purgatory's per-class hook
  *                      cache key (without it the replay engine's loop
  *                      +11.8 %).  Before 3.13: tp_version_tag if
@@ -127,7 +135,6 @@ static inline int tw_install_freelist(PyTypeObject *t, allocfunc alloc, size_t s
 }
 static inline Py_ssize_t tw_freelist_size(void) { return 0; }
 static inline PyObject *tw_freelist_pop(void) { return NULL; }
-static inline void tw_freelist_free(void *op) { PyObject_Free(op); }
 static inline int tw_install_dealloc(PyTypeObject *t, destructor d) {
     (void)t; (void)d;
     return 0;

@@ -87,7 +87,6 @@ cdef extern from "_compat.h":
     int tw_install_freelist(PyTypeObject *t, allocfunc alloc, size_t size)
     Py_ssize_t tw_freelist_size()
     PyObject *tw_freelist_pop() noexcept
-    void tw_freelist_free(void *op) noexcept
     ctypedef void (*destructor)(PyObject *o) noexcept
     int tw_install_dealloc(PyTypeObject *t, destructor d)
     const char *TW_COMPAT_FREELIST
@@ -220,9 +219,9 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=None) except? -1:
 
 
 # A new TimerTask comes from its type's own tp_new (Cython's, called in C by
-# TimerTask.__new__), with no hand-written struct access; its memory comes
-# from _compat.h's freelist (tp_alloc/tp_free, installed at the end of this
-# module; docs/design.md "CPython internals").
+# TimerTask.__new__), except schedule()'s on GIL builds (_made_task, below);
+# its memory comes from _compat.h's freelist (tp_alloc/tp_free, installed at
+# the end of this module; docs/design.md "CPython internals").
 cdef extern from "Python.h":
     # On borrowed pointers (Cython's Py_INCREF/Py_DECREF take objects).
     void TW_INCREF "Py_INCREF"(PyObject *o) noexcept
