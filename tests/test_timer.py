@@ -1050,10 +1050,20 @@ def test_system_pool_runs_each_task_once_or_cancels_it(
         tasks = [timer.schedule(rnd.randint(0, 60), hit, i) for i in range(3000)]
         victims = rnd.sample(tasks, 1000)
         cancelled: list[bool] = []
-        canceller = threading.Thread(
-            target=lambda: cancelled.extend(t.cancel() for t in victims)
-        )
+        # The first 100 cancels go before the clock moves (so some cancel
+        # wins even when a loaded host starves this thread: it once lost
+        # all 1,000 in CI on 3.13t), the other 900 race the clock.
+        head_start = threading.Event()
+
+        def cancel_victims() -> None:
+            for n, t in enumerate(victims):
+                cancelled.append(t.cancel())
+                if n == 99:
+                    head_start.set()
+
+        canceller = threading.Thread(target=cancel_victims)
         canceller.start()
+        assert head_start.wait(30)
         for _ in range(61):
             fake_clock.advance_ms(1)
             timer.advance_clock(0)
