@@ -559,6 +559,7 @@ class _Floor:
 
     def __init__(self, kind: str) -> None:
         self.cancel = id
+        self._ring = None
         if kind == "floor":
             self.schedule = operator.is_
             return
@@ -575,7 +576,6 @@ class _Floor:
             RingNode,
         )
 
-        self._ring = None
         if kind in ("floor-ring", "floor-ring-clock"):
             self._ring = ClockRing(by_clock=kind == "floor-ring-clock")
             self.schedule = self._ring.schedule
@@ -590,7 +590,7 @@ class _Floor:
             self.cancel = Handle.cancel
 
     def close(self) -> None:
-        if getattr(self, "_ring", None) is not None:
+        if self._ring is not None:
             self._ring.close()
 
 
