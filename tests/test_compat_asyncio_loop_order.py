@@ -95,6 +95,14 @@ def _ahead(ms: int = 30) -> float:
     return (int(time.monotonic() * 1000) + ms) / 1000
 
 
+def _check_ahead(start: float, handles: list[Any]) -> None:
+    """Cancel ``handles`` and raise _Stalled if ``start`` is no longer ahead."""
+    if time.monotonic() >= start:
+        for h in handles:
+            h.cancel()
+        raise _Stalled
+
+
 def _run_ahead(loop: asyncio.AbstractEventLoop, make: Callable[[], Any]) -> Any:
     """``_run``, again after a stall (a loaded CI host once held a test
     0.27 s); fails if every attempt stalled, never skips."""
@@ -124,10 +132,7 @@ def test_one_tick_runs_by_exact_deadline_ties_as_scheduled(
             lp.call_at(start + 0.0003, log.append, "tie-2"),  # same deadline, later
         ]
         handle = lp.call_at(start + 0.0001, log.append, "early")
-        if time.monotonic() >= start:
-            for h in [*handles, handle]:
-                h.cancel()
-            raise _Stalled
+        _check_ahead(start, [*handles, handle])
         assert isinstance(handle, tw.TimerHandle)
         # asyncio's attribute: the exact deadline, never before the one asked
         # (kept in whole nanoseconds: 1 ns of slack for the float division).
@@ -152,10 +157,7 @@ def test_tick_order_on_the_compat_wheel_of_a_plain_loop(
             tw.call_at(start + offset, log.append, i)
             for i, offset in enumerate([0.0008, 0.0002, 0.0005, 0.0002])
         ]
-        if time.monotonic() >= start:
-            for h in handles:
-                h.cancel()
-            raise _Stalled
+        _check_ahead(start, handles)
         await asyncio.sleep(0.04)
         return log
 
