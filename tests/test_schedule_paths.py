@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import inspect
 import math
+import random
 import time
 import weakref
 from types import ModuleType
@@ -267,3 +268,58 @@ def test_exact_tasks_return_to_the_freelist(impl: ModuleType) -> None:
     again = core.schedule(5, _noop)
     assert _wheel._freelist_size() == min(before + 10, 256) - 1
     assert again.state == "pending" and len(core) == 1
+
+
+def _kafka_bucket(wheel: Any, expiration: int) -> Any:
+    # Kafka's TimingWheel.add: the first level, each at its own clock, whose
+    # interval holds the expiration; there the bucket of expiration // tick.
+    w = wheel
+    while expiration - w.current_time_ms >= w.interval_ms:
+        w = w.overflow_wheel
+    return w.bucket(expiration // w.tick_ms % w.wheel_size)
+
+
+def test_short_path_links_where_kafka_does(impl: ModuleType) -> None:
+    # On the C clock the compiled schedule() takes the level from its own
+    # table of the levels (every level tested at once) instead of walking
+    # up the chain.  Every task must still land in Kafka's bucket while the
+    # wheel's clock moves and levels are added, through schedule() and
+    # behind the table's back (add).
+    rnd = random.Random(27)
+    core = impl.TimerCore()
+    checked = 0
+    for step in range(40):
+        if step % 10 == 5:
+            core.add(impl.TimerTask(2 ** (30 + step // 10), _noop))
+        ahead = max(0, core.wheel.current_time_ms - core.now_ns // NS)
+        for _ in range(500):
+            d = ahead + rnd.choice(
+                (rnd.randint(1, 40), rnd.randint(1, 30_000), rnd.randint(1, 2**35))
+            )
+            task = core.schedule(d, _noop)
+            assert task.state == "pending", d
+            assert task.list is _kafka_bucket(core.wheel, task.expiration_ms), d
+            checked += 1
+        core._take_due(core.now_ns // NS + rnd.randint(1, 3_000))
+    assert checked == 20_000 and core.wheel.levels() >= 9
+
+
+def test_short_path_keeps_a_table_of_the_levels(impl: ModuleType) -> None:
+    if impl.__name__ != "tickwheel._wheel" or impl._compat()["free_threaded"]:
+        pytest.skip("the compiled core's schedule() on GIL builds only")
+    core = impl.TimerCore()
+    assert core._level_table == 0
+    core.schedule(30_000, _noop)  # four levels: 20 ms, 400 ms, 8 s, 160 s
+    assert core._level_table == core.wheel.levels() == 4
+    core.add(impl.TimerTask(2**31, _noop))  # levels the table does not know
+    assert core._level_table == 4 < core.wheel.levels()
+    task = core.schedule(2**31, _noop)
+    assert core._level_table == core.wheel.levels()
+    assert task.list is _kafka_bucket(core.wheel, task.expiration_ms)
+    # A timer set up again has a new wheel: the table starts over.
+    core.__init__()
+    assert core._level_table == 0
+    task = core.schedule(30_000, _noop)
+    gc.collect()
+    assert task.list is _kafka_bucket(core.wheel, task.expiration_ms)
+    assert core._level_table == core.wheel.levels() == 4

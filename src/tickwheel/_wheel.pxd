@@ -246,6 +246,12 @@ cdef class TimingWheel:
     cdef Py_ssize_t _linked(self) noexcept
 
 
+# Levels _level_link keeps in its table (a timer with more uses _wheel_link
+# above them).
+cdef enum:
+    TW_LEVELS = 12
+
+
 cdef class TimerCore:
     cdef object __weakref__
     cdef object _clock
@@ -278,6 +284,13 @@ cdef class TimerCore:
     # The timer reads the C clock (not manual, no Python clock), its tick
     # is 1 ms and the build has a GIL: the cached millisecond may be used.
     cdef bint _ms_clock
+    # schedule()'s copy of the level chain (_level_link): the first _nlevels
+    # levels (borrowed: each is owned by the one below it, the first by
+    # _wheel, and a level is never removed) and their bucket arrays (the
+    # items of each level's _buckets, a list never resized).
+    cdef int _nlevels
+    cdef PyObject *_levels[TW_LEVELS]
+    cdef PyObject **_level_buckets[TW_LEVELS]
 
     cdef int64_t _now_ns(self) except? -1
     cdef TimerTask _schedule_new(self, object delay_ms, object fn)
