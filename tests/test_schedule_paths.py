@@ -308,18 +308,18 @@ def test_short_path_keeps_a_table_of_the_levels(impl: ModuleType) -> None:
     if impl.__name__ != "tickwheel._wheel" or impl._compat()["free_threaded"]:
         pytest.skip("the compiled core's schedule() on GIL builds only")
     core = impl.TimerCore()
-    assert core._level_table == 0
+    assert impl._level_table(core) == 0
     core.schedule(30_000, _noop)  # four levels: 20 ms, 400 ms, 8 s, 160 s
-    assert core._level_table == core.wheel.levels() == 4
+    assert impl._level_table(core) == core.wheel.levels() == 4
     core.add(impl.TimerTask(2**31, _noop))  # levels the table does not know
-    assert core._level_table == 4 < core.wheel.levels()
+    assert impl._level_table(core) == 4 < core.wheel.levels()
     task = core.schedule(2**31, _noop)
-    assert core._level_table == core.wheel.levels()
+    assert impl._level_table(core) == core.wheel.levels()
     assert task.list is _kafka_bucket(core.wheel, task.expiration_ms)
     # A timer set up again has a new wheel: the table starts over.
     core.__init__()
-    assert core._level_table == 0
+    assert impl._level_table(core) == 0
     task = core.schedule(30_000, _noop)
     gc.collect()
     assert task.list is _kafka_bucket(core.wheel, task.expiration_ms)
-    assert core._level_table == core.wheel.levels() == 4
+    assert impl._level_table(core) == core.wheel.levels() == 4

@@ -1465,6 +1465,11 @@ cdef void _levels_refresh(TimerCore core) noexcept:
     core._nlevels = n
 
 
+def _level_table(TimerCore core):
+    """(for tests) How many levels ``core.schedule()``'s table holds."""
+    return core._nlevels
+
+
 cdef inline int _level_link(TimerCore core, TimerTaskEntry entry,
                             int64_t expiration) except -1:
     """_wheel_link for schedule(), from the timer's table of levels.
@@ -1764,11 +1769,6 @@ Initialize self.  See help(type(self)) for accurate signature."""
     def tick_ms(self):
         """Width of a level-0 bucket, in milliseconds."""
         return self._tick_ms
-
-    @property
-    def _level_table(self):
-        """(for tests) How many levels schedule()'s table holds (_level_link)."""
-        return self._nlevels
 
     @property
     def wheel(self):
