@@ -43,7 +43,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import tickwheel
 from tickwheel import MockTimer, SystemTimer, _impl
@@ -130,7 +131,8 @@ def workload(name: str, n: int) -> tuple[list[Callable[[], None]], Callable[[], 
     """(two jobs, cleanup) for one round of ``name``."""
     if name == "two_timers":
         a, b = MockTimer(), MockTimer()
-        return [lambda: churn(a, n), lambda: churn(b, n)], lambda: (a.close(), b.close())
+        workers = [lambda: churn(a, n), lambda: churn(b, n)]
+        return workers, lambda: (a.close(), b.close())
     if name == "shared_timer":
         t = SystemTimer("bench-ft", reaper=False)
         return [lambda: churn(t, n), lambda: churn(t, n)], t.close
@@ -169,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=100_000, help="operations per thread")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", choices=WORKLOADS, action="append")
-    ap.add_argument("--compare", metavar="PY", help="another interpreter, single-thread")
+    ap.add_argument(
+        "--compare", metavar="PY", help="another interpreter, single-thread"
+    )
     ap.add_argument("--one", nargs=2, metavar=("WORKLOAD", "THREADS"),
                     help=argparse.SUPPRESS)  # a single round, for --compare
     args = ap.parse_args(argv)

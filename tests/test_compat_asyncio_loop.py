@@ -150,7 +150,8 @@ def _when_rounding_down(base: float) -> float:
         for k in range(300):
             when = start + k / 1000 + 0.005
             short = math.ceil(when * 1e9)
-            if short < math.ceil(Fraction(when) * 10**9) and -(-short // 10**6) / 1000 < when:
+            exact = math.ceil(Fraction(when) * 10**9)
+            if short < exact and -(-short // 10**6) / 1000 < when:
                 return when
         start = math.floor(start * 1.05) + 1
     raise AssertionError(f"no such time above {base}")  # pragma: no cover
@@ -169,7 +170,9 @@ def test_when_rounding_down_finds_a_time_from_any_base(base: float) -> None:
     assert -(-short // 10**6) / 1000 < when
 
 
-def test_call_at_never_reports_a_time_before_when(loop: asyncio.AbstractEventLoop) -> None:
+def test_call_at_never_reports_a_time_before_when(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
     # asyncio's handle.when() is the `when` given; the wheel's is that
     # rounded up to its tick, and must never read before it (it did, by
     # 1 ulp, for about a third of the ms-resolution times).

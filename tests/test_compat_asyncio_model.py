@@ -54,7 +54,6 @@ import pytest
 from dropin_reference import (
     ADVANCES_NS,
     CHILD_ACTIONS,
-    NS_PER_MS,
     SECONDS,
     START_NS,
     Reference,

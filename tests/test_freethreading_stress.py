@@ -178,7 +178,10 @@ def test_one_system_timer_many_threads(timers, no_thread_leak, monkeypatch, lane
         workers = [
             threading.Thread(
                 target=_churn,
-                args=(timer, ledger, now, s, s * PER_THREAD, handles, handles_lock, start),
+                args=(
+                    timer, ledger, now, s, s * PER_THREAD, handles, handles_lock,
+                    start,
+                ),
             )
             for s in range(THREADS)
         ]
@@ -303,7 +306,9 @@ def test_one_task_added_to_two_timers_at_once_lands_in_one(timers):
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []
 
-        def add(timer: Any, task: Any = task, barrier: threading.Barrier = barrier) -> None:
+        def add(
+            timer: Any, task: Any = task, barrier: threading.Barrier = barrier
+        ) -> None:
             barrier.wait()
             try:
                 timer.add(task)

@@ -17,7 +17,8 @@ driven by hand with ``reaper=False`` and ``executor="inline"``.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -116,7 +117,9 @@ def test_cancel_from_another_thread_reaches_the_tasks_lane(laned, fake_clock):
     tasks = []
     for k in range(LANES):
         tasks += in_new_thread(
-            lambda k=k: [laned.schedule(5 + i, ran.append, k * 100 + i) for i in range(20)]
+            lambda k=k: [
+                laned.schedule(5 + i, ran.append, k * 100 + i) for i in range(20)
+            ]
         )
     cancelled = {t for i, t in enumerate(tasks) if i % 3 == 0}
     assert all(t.cancel() for t in cancelled)
@@ -203,7 +206,9 @@ def test_close_cancels_every_lane_and_every_lane_refuses_adds(laned):
 
 def test_cancel_all_precascade_and_check_visit_every_lane(laned, fake_clock):
     for k in range(LANES):
-        in_new_thread(lambda k=k: [laned.schedule(3_000 + 7 * i + k, print) for i in range(30)])
+        in_new_thread(
+            lambda k=k: [laned.schedule(3_000 + 7 * i + k, print) for i in range(30)]
+        )
     laned._check()
     # Due 4000-4210 ms on the clock (it starts at 1000): a level-2 bucket of
     # 400 ms at 4000, eligible once level 1 reaches half of it (4200).

@@ -772,7 +772,9 @@ cdef class CountdownOperation(DelayedOperation):
     >>> from tickwheel import CountdownOperation, DelayedOperationPurgatory, MockTimer
     >>> timer = MockTimer()
     >>> purgatory = DelayedOperationPurgatory("acks", timer)
-    >>> op = CountdownOperation(500, lambda op: print("expired" if op.expired else "acked"), 2)
+    >>> def done(op):
+    ...     print("expired" if op.expired else "acked")
+    >>> op = CountdownOperation(500, done, 2)
     >>> purgatory.try_complete_else_watch(op, ["topic-0"])
     False
     >>> op.count_down(), purgatory.check_and_complete("topic-0")

@@ -9,12 +9,10 @@ on plain ``uvloop.Loop`` loops, which shows what uvloop itself passes.  See
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from ._cpython_asyncio import HAS_LOOP_FACTORY, load, loop_fixture
+from ._cpython_asyncio import load
 
 uvloop = pytest.importorskip("uvloop")
 
@@ -65,12 +63,18 @@ def _uvloop_runs_eager_task_factory() -> bool:
 # leaking never-awaited coroutines); the test below pins that fact instead,
 # and fails the day uvloop or asyncio fixes it.  The same class runs over
 # asyncio's loop in test_cpython_asyncio_taskgroups.py on every Python.
-_EAGER_BROKEN = "TestEagerTaskTaskGroup" in globals() and not _uvloop_runs_eager_task_factory()
+_EAGER_BROKEN = (
+    "TestEagerTaskTaskGroup" in globals() and not _uvloop_runs_eager_task_factory()
+)
 if _EAGER_BROKEN:
     del TestEagerTaskTaskGroup
 
 
-@pytest.mark.skipif(not _EAGER_BROKEN, reason="no eager-factory clash here: TestEagerTaskTaskGroup runs above, or this Python has none")
+@pytest.mark.skipif(
+    not _EAGER_BROKEN,
+    reason="no eager-factory clash here: TestEagerTaskTaskGroup runs above, "
+    "or this Python has none",
+)
 def test_uvloop_cannot_run_asyncio_eager_task_factory_here() -> None:
     assert sys.version_info < (3, 14), "3.14's eager factory takes eager_start="
     assert not _uvloop_runs_eager_task_factory()
