@@ -1409,8 +1409,6 @@ cdef inline int _wheel_link(TimingWheel wheel, TimerTaskEntry entry,
     cdef int64_t tick = wheel._tick_ms
     cdef int64_t current = wheel._current_time_ms
     cdef int64_t offset = expiration - current
-    cdef int64_t slots, index
-    cdef PyObject *b
     if offset < tick:
         return 0
     # A level's clock is the lowest level's rounded down to its own tick,
@@ -1428,10 +1426,21 @@ cdef inline int _wheel_link(TimingWheel wheel, TimerTaskEntry entry,
         if (<TimingWheel>w)._overflow is None:
             _grow(<TimingWheel>w)
         w = <PyObject *>(<TimingWheel>w)._overflow
-    # Relative to the level's current slot: 0 < offset < interval, so no
+    return _link_in_level(w, TW_LIST_ITEMS(<PyObject *>(<TimingWheel>w)._buckets),
+                          current, offset, entry)
+
+
+cdef inline int _link_in_level(PyObject *w, PyObject **buckets, int64_t current,
+                               int64_t offset, TimerTaskEntry entry) except -1:
+    # The end of _wheel_link and _level_link: link ``entry`` into level
+    # ``w`` (its clock ``current``, its buckets' items ``buckets``) at
+    # ``offset`` ms past that clock, 0 < offset < the level's interval;
+    # 1 or 2 as _wheel_link.  Relative to the level's current slot, so no
     # 64-bit signed division and no modulo (bucket = (current slot +
     # slots) mod wheel_size).
-    tick = (<TimingWheel>w)._tick_ms
+    cdef int64_t tick = (<TimingWheel>w)._tick_ms
+    cdef int64_t slots, index
+    cdef PyObject *b
     if tick == 1:
         slots = offset
     elif offset <= <int64_t>UINT32_MAX:
@@ -1444,7 +1453,7 @@ cdef inline int _wheel_link(TimingWheel wheel, TimerTaskEntry entry,
     index = (<TimingWheel>w)._current_index + slots
     if index >= (<TimingWheel>w)._wheel_size:
         index -= (<TimingWheel>w)._wheel_size
-    b = TW_LIST_ITEM(<PyObject *>(<TimingWheel>w)._buckets, index)
+    b = buckets[index]
     _link_tail(<TimerTaskList>b, entry)
     # The bucket is queued once per time slot: only when its expiration
     # changes does it need a (new) place in the queue.
@@ -1488,8 +1497,7 @@ cdef inline int _level_link(TimerCore core, TimerTaskEntry entry,
     cdef int k = 0
     cdef int i
     cdef PyObject *w
-    cdef int64_t tick, current, offset, slots, index
-    cdef PyObject *b
+    cdef int64_t current, offset
     for i in range(n):
         w = core._levels[i]
         k += (expiration - (<TimingWheel>w)._current_time_ms
@@ -1497,26 +1505,12 @@ cdef inline int _level_link(TimerCore core, TimerTaskEntry entry,
     if k >= n:
         return 3
     w = core._levels[k]
-    tick = (<TimingWheel>w)._tick_ms
     current = (<TimingWheel>w)._current_time_ms
     offset = expiration - current
-    if offset < tick:  # (only at the lowest level: the others' offsets are larger)
+    # (Due at once only at the lowest level: the others' offsets are larger.)
+    if offset < (<TimingWheel>w)._tick_ms:
         return 3
-    if tick == 1:
-        slots = offset
-    elif offset <= <int64_t>UINT32_MAX:
-        slots = <int64_t>tw_div_by_recip(<uint64_t>offset, <uint64_t>tick,
-                                         (<TimingWheel>w)._tick_recip)
-    else:
-        slots = <uint64_t>offset // <uint64_t>tick
-    index = (<TimingWheel>w)._current_index + slots
-    if index >= (<TimingWheel>w)._wheel_size:
-        index -= (<TimingWheel>w)._wheel_size
-    b = core._level_buckets[k][index]
-    _link_tail(<TimerTaskList>b, entry)
-    if (<TimerTaskList>b)._set_expiration(current + slots * tick):
-        return 1 + (<TimingWheel>w)._queue._offer(<TimerTaskList>b)
-    return 1
+    return _link_in_level(w, core._level_buckets[k], current, offset, entry)
 
 
 cdef int _grow(TimingWheel w) except -1:
