@@ -1491,7 +1491,8 @@ cdef inline int _level_link(TimerCore core, TimerTaskEntry entry,
     changes from one call to the next; here every level's comparison is
     independent of the others and their sum is the level: the first one
     whose interval holds the entry (the test only ever turns true going up:
-    see _wheel_link).  W2 on 3.14 and 3.15: -2 % (bench/README.md).
+    see _wheel_link).  W2 on 3.14 and 3.15: 1-3 % less time, tickwheel ÷
+    floor-handle 1.186 -> 1.155 and 1.164 -> 1.148 (bench/README.md).
     """
     cdef int n = core._nlevels
     cdef int k = 0
