@@ -7,7 +7,8 @@
 #   level 2: 20 buckets x 400 ms    covers [now, now + 8 s)      (created on demand)
 #   ...
 #
-# A bucket (TimerTaskList) is a circular doubly-linked list with a sentinel root.
+# A bucket (TimerTaskList) is a circular doubly-linked list whose sentinel is
+# the bucket itself (its _tail and _head are an entry's _prev and _next).
 # Worked example: at time 1000 a task due at 1347 is too far for level 0
 # (1000 + 20), so it goes to level 1, bucket (1347 // 20) % 20 = 7, whose slot
 # starts at 1340.  The bucket, not the task, is queued in the DelayQueue at
@@ -201,7 +202,13 @@ cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=*) except? -1
 @cython.final
 @cython.no_gc
 cdef class TimerTaskList:
-    cdef TimerTaskEntry _root
+    # The ring's sentinel is the bucket itself: _tail and _head sit where a
+    # TimerTaskEntry keeps _prev and _next (after the vtable pointer, where
+    # an entry keeps _expiration_ms), so an entry links to its bucket as to
+    # any entry, and linking at the tail reads no separate root object.
+    # _wheel.pyx checks the layout at compile time (TW_BUCKET_RING).
+    cdef PyObject *_tail
+    cdef PyObject *_head
     cdef TaskCounter _counter
     cdef int64_t _expiration_ms
     cdef int64_t _seq

@@ -370,6 +370,23 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    /* A bucket is its ring's sentinel (_wheel.pxd): its _tail and _head
+       must sit where an entry keeps _prev and _next.  A build whose layout
+       differs stops here (a negative array size), before it could run. */
+    #define TW_BUCKET_RING_CHECK() ((void)sizeof(char[ \
+        (offsetof(struct __pyx_obj_9tickwheel_6_wheel_TimerTaskList, _tail) \
+         == offsetof(struct __pyx_obj_9tickwheel_6_wheel_TimerTaskEntry, _prev) \
+         && offsetof(struct __pyx_obj_9tickwheel_6_wheel_TimerTaskList, _head) \
+         == offsetof(struct __pyx_obj_9tickwheel_6_wheel_TimerTaskEntry, _next)) \
+        ? 1 : -1]))
+    """
+    void TW_BUCKET_RING_CHECK() noexcept
+
+TW_BUCKET_RING_CHECK()
+
+
+cdef extern from *:
+    """
     /* Move a task's callable out of it: *out gets the task's own reference
        and the field holds None (a macro: the struct is defined after this
        block; TW_ENTRY_LIST_SLOT's naming). */
@@ -396,13 +413,12 @@ cdef inline void _set_list(TimerTaskEntry entry, TimerTaskList bucket) noexcept:
 cdef inline void _link_tail(TimerTaskList bucket, TimerTaskEntry entry) noexcept:
     # TimerTaskList._link: the bucket takes a reference to the entry (the
     # ring's); the links themselves are borrowed pointers.
-    cdef PyObject *root = <PyObject *>bucket._root
-    cdef PyObject *tail = (<TimerTaskEntry>root)._prev
-    entry._next = root
+    cdef PyObject *tail = bucket._tail
+    entry._next = <PyObject *>bucket
     entry._prev = tail
     _set_list(entry, bucket)
     (<TimerTaskEntry>tail)._next = <PyObject *>entry
-    (<TimerTaskEntry>root)._prev = <PyObject *>entry
+    bucket._tail = <PyObject *>entry
     TW_INCREF(<PyObject *>entry)
     bucket._size += 1
     tw_atomic_add_ssize(&bucket._counter.value, 1)
@@ -873,7 +889,7 @@ cdef class TimerTaskList:
     """TimerTaskList(counter=None)
 --
 
-    A bucket: a circular doubly-linked list of entries with a sentinel root.
+    A bucket: a circular doubly-linked list of entries.
 
     Runtime complexity: O(1) add and remove; flush is O(n).
 
@@ -881,15 +897,13 @@ cdef class TimerTaskList:
     """
 
     def __cinit__(self, TaskCounter counter=None):
-        cdef TimerTaskEntry root = TimerTaskEntry.__new__(TimerTaskEntry)
-        root._prev = <PyObject *>root
-        root._next = <PyObject *>root
-        self._root = root
+        self._tail = <PyObject *>self
+        self._head = <PyObject *>self
         self._counter = counter if counter is not None else TaskCounter()
 
     # No __dealloc__: entries keep their bucket alive, so a bucket is freed
-    # empty (or after its wheel cleared it), and the sentinel's self-loop is
-    # made of borrowed pointers, which keep nothing alive.
+    # empty (or after its wheel cleared it), and the self-loop of an empty
+    # ring is made of borrowed pointers, which keep nothing alive.
 
     @property
     def counter(self):
@@ -954,8 +968,8 @@ cdef class TimerTaskList:
     def entries(self):
         """The linked entries, head to tail."""
         cdef list out = []
-        cdef PyObject *root = <PyObject *>self._root
-        cdef PyObject *node = self._root._next
+        cdef PyObject *root = <PyObject *>self
+        cdef PyObject *node = self._head
         while node != root:
             out.append(<object>node)
             node = (<TimerTaskEntry>node)._next
@@ -977,9 +991,8 @@ cdef class TimerTaskList:
         # loads at a time instead of one (the 10^7-timer drains).
         cdef Py_ssize_t n = self._size
         cdef Py_ssize_t lo = 0, hi = n - 1
-        cdef TimerTaskEntry root = self._root
-        cdef PyObject *h = root._next
-        cdef PyObject *t = root._prev
+        cdef PyObject *h = self._head
+        cdef PyObject *t = self._tail
         cdef PyObject **out = <PyObject **>malloc(n * sizeof(PyObject *))
         if out is NULL:
             raise MemoryError()
@@ -992,8 +1005,8 @@ cdef class TimerTaskList:
             hi -= 1
         if lo == hi:
             out[lo] = h
-        root._next = <PyObject *>root
-        root._prev = <PyObject *>root
+        self._head = <PyObject *>self
+        self._tail = <PyObject *>self
         self._size = 0
         tw_atomic_add_ssize(&self._counter.value, -n)
         return out
@@ -1003,24 +1016,21 @@ cdef class TimerTaskList:
         # so the ring is consistent whenever a freed task's finalizer runs
         # (and whatever it adds is cleared too).  The caller keeps the bucket
         # alive (its wheel's list of buckets).
-        cdef TimerTaskEntry root = self._root
-        while root._next != <PyObject *>root:
-            self._unlink(<TimerTaskEntry>root._next)
+        while self._head != <PyObject *>self:
+            self._unlink(<TimerTaskEntry>self._head)
         self._has_expiration = False
 
     def _check(self):
         """Raise AssertionError unless the ring is consistent."""
-        cdef TimerTaskEntry root = self._root
-        cdef PyObject *node = <PyObject *>root
+        cdef PyObject *root = <PyObject *>self
+        cdef PyObject *node = root
         cdef PyObject *nxt
         cdef Py_ssize_t count = 0
-        if root._list is not None:
-            raise AssertionError("sentinel root must not belong to a list")
         while True:
             nxt = (<TimerTaskEntry>node)._next
             if nxt is NULL or (<TimerTaskEntry>nxt)._prev != node:
                 raise AssertionError("broken prev/next links")
-            if nxt == <PyObject *>root:
+            if nxt == root:
                 break
             if (<TimerTaskEntry>nxt)._list is not self:
                 raise AssertionError(
@@ -2187,7 +2197,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
             wheel._advance(head)
             n = bucket._size
             if n < DETACH_MIN:
-                root = bucket._root
+                root = <TimerTaskEntry><PyObject *>bucket
                 node = <TimerTaskEntry>root._next
                 while node is not root:
                     bucket._unlink(node)  # `node` keeps it alive
@@ -2385,7 +2395,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
             self._pc_left = best._size
             self._pc_horizon = best_horizon
         n = budget if budget < self._pc_left else self._pc_left
-        root = best._root
+        root = <TimerTaskEntry><PyObject *>best
         while looked < n:
             node = <TimerTaskEntry>root._next
             if node is root:

@@ -460,7 +460,7 @@ def _break_ring(bucket: TimerTaskList) -> None:
 
 
 class TimerTaskList:
-    """A bucket: a circular doubly-linked list of entries with a sentinel root.
+    """A bucket: a circular doubly-linked list of entries.
 
     Runtime complexity: O(1) add and remove; flush is O(n).
 
