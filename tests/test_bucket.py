@@ -176,3 +176,37 @@ def test_cancel_in_a_bucket_only_its_tasks_hold(impl):
     assert moved.cancelled and moved.fn is None and counter.value == 0
     gc.collect()
     assert sys.getrefcount(counter) == with_bucket - 1  # the bucket is gone
+
+
+@pytest.mark.c_extension
+def test_a_compiled_bucket_is_one_object():
+    """The compiled bucket is its own ring's sentinel: making one allocates
+    the bucket and nothing else (no root entry beside it), and its empty
+    ring and a ring emptied again both read as empty."""
+    import sys
+    import tracemalloc
+
+    from tickwheel import _wheel
+
+    counter = _wheel.TaskCounter()
+    size = sys.getsizeof(_wheel.TimerTaskList(counter))
+    keep = [None] * 1000
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(len(keep)):
+            keep[i] = _wheel.TimerTaskList(counter)
+        per_bucket = (tracemalloc.get_traced_memory()[0] - before) / len(keep)
+    finally:
+        tracemalloc.stop()
+    assert per_bucket <= size + 8, (per_bucket, size)
+    bucket = keep[0]
+    assert bucket.entries() == [] and len(bucket) == 0
+    tasks = [_wheel.TimerTask(5) for _ in range(3)]
+    for task in tasks:
+        bucket.add(task)
+    bucket._check()
+    assert bucket.entries() == tasks
+    assert bucket.flush(lambda entry: None) == 3
+    bucket._check()
+    assert bucket.entries() == [] and counter.value == 0

@@ -206,7 +206,7 @@ cdef class TimerTaskList:
     # TimerTaskEntry keeps _prev and _next (after the vtable pointer, where
     # an entry keeps _expiration_ms), so an entry links to its bucket as to
     # any entry, and linking at the tail reads no separate root object.
-    # _wheel.pyx checks the layout at compile time (TW_BUCKET_RING).
+    # _wheel.pyx checks the layout at compile time (TW_BUCKET_RING_CHECK).
     cdef PyObject *_tail
     cdef PyObject *_head
     cdef TaskCounter _counter
