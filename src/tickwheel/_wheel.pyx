@@ -2178,7 +2178,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         cdef list heap = self._queue._heap
         cdef TimingWheel wheel = self._wheel
         cdef TimerTaskList bucket
-        cdef TimerTaskEntry root, node
+        cdef TimerTaskEntry node
         cdef int64_t head, last = 0
         cdef bint have_last = False
         cdef Py_ssize_t n, i
@@ -2197,14 +2197,12 @@ Initialize self.  See help(type(self)) for accurate signature."""
             wheel._advance(head)
             n = bucket._size
             if n < DETACH_MIN:
-                root = <TimerTaskEntry><PyObject *>bucket
-                node = <TimerTaskEntry>root._next
-                while node is not root:
+                while bucket._head != <PyObject *>bucket:
+                    node = <TimerTaskEntry>bucket._head
                     bucket._unlink(node)  # `node` keeps it alive
                     if not wheel._add(node):
                         self._expire(<TimerTask>node)
                         expired.append(node)
-                    node = <TimerTaskEntry>root._next
             else:
                 nodes = bucket._detach()
                 i = 0
@@ -2360,7 +2358,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         cdef TimingWheel wheel = lower._overflow
         cdef TimerTaskList bucket, best = None
         cdef int64_t horizon, best_horizon = 0, best_span = 0, step
-        cdef TimerTaskEntry root, node
+        cdef TimerTaskEntry node
         cdef Py_ssize_t looked = 0, n
         cdef int64_t now_ms = _floordiv(self._now_ns(), NS_PER_MS)
         cdef list heap = self._queue._heap
@@ -2395,12 +2393,11 @@ Initialize self.  See help(type(self)) for accurate signature."""
             self._pc_left = best._size
             self._pc_horizon = best_horizon
         n = budget if budget < self._pc_left else self._pc_left
-        root = <TimerTaskEntry><PyObject *>best
         while looked < n:
-            node = <TimerTaskEntry>root._next
-            if node is root:
+            if best._head == <PyObject *>best:
                 self._pc_left = 0
                 break
+            node = <TimerTaskEntry>best._head
             best._unlink(node)
             # Lands lower if it fits, else back at this bucket's tail (the
             # level's clock has not moved, so its slot is the same one).
