@@ -197,7 +197,7 @@ cdef class TimerTask(TimerTaskEntry):
 # A handle of tickwheel's asyncio loop (the base of _asyncio_wheel's
 # TimerHandle).  asyncio's ``call_at(t).when()`` returns ``t`` itself, and a
 # deadline in ns cannot give back every float: the handle keeps ``t`` (8
-# bytes; docs/design.md, "Memory", has what a handle costs).
+# bytes; docs/dropins.md, "Where it differs from asyncio").
 cdef class _LoopHandle(TimerTask):
     cdef public double _when_s  # call_at's ``when``; read only while it is the deadline
 
