@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_replay_cli import _closed_port, assert_one_line_error, cli
 
 from tickwheel.spark.trace import write_trace
@@ -48,3 +49,28 @@ def test_cli_remote_refuses_an_output_url(tmp_path: Path) -> None:
             "replay", str(trace), "hdfs:///replay/out", "--remote", url
         )
     assert_one_line_error(code, out, err, seconds, "OUTPUT", "local path")
+
+
+def test_remote_without_the_connect_client_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CPython 3.15 the spark extra leaves Connect's client out (zstandard
+    has no wheel there): --remote says what to install, before Spark."""
+    import importlib.util
+    import socket
+
+    from tickwheel.spark import _remote
+    from tickwheel.spark.validate import ReplayUsageError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "zstandard" else real(name, *a),
+    )
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        url = f"sc://127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(ReplayUsageError, match=r"zstandard .*pyspark\[connect\]"):
+            _remote.check_remote(url, str(tmp_path / "o"))

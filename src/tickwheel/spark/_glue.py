@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -353,14 +354,20 @@ def resolve_all(
     else:
         clean = events.select(*INPUT_COLUMNS)
         rejected_early = None
-    union = (
-        clean.repartition(num_partitions, "partition")
-        .sortWithinPartitions("ts_ms", "kind")
-        .mapInArrow(
-            functools.partial(_engine_task, timeouts, lag_ms, report_ids),
-            OUTPUT_SPARK_SCHEMA,
+    with warnings.catch_warnings():
+        # PySpark 4.3 warns on pandas 3, which the spark extra takes on
+        # CPython 3.15; mapInArrow passes Arrow batches and uses no pandas.
+        warnings.filterwarnings(
+            "ignore", "PySpark does not yet fully support pandas", FutureWarning
         )
-    )
+        union = (
+            clean.repartition(num_partitions, "partition")
+            .sortWithinPartitions("ts_ms", "kind")
+            .mapInArrow(
+                functools.partial(_engine_task, timeouts, lag_ms, report_ids),
+                OUTPUT_SPARK_SCHEMA,
+            )
+        )
     if rejected_early is not None:
         union = union.unionByName(_pack_rejected(rejected_early))
     if persist:

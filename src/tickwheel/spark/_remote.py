@@ -18,6 +18,7 @@ JVM, which a Connect client does not have:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -74,6 +75,24 @@ def check_remote(url: str, output: str, timeout_s: float = 2.0) -> None:
             f"OUTPUT {output!r}: with --remote, give a local path that the "
             "Connect server writes too (the same machine or a shared mount)"
         )
+    missing = _missing_connect_client()
+    if missing:
+        raise ReplayUsageError(
+            f"--remote needs Spark Connect's client, and {missing} is not "
+            "installed: pip install 'pyspark[connect]'"
+        )
+
+
+def _missing_connect_client() -> str | None:
+    """The first module of ``pyspark[connect]``'s client that is not installed.
+
+    The ``spark`` extra leaves them out on CPython 3.15, where zstandard has
+    no wheel (pyproject.toml).
+    """
+    for module in ("grpc", "grpc_status", "google.protobuf", "zstandard"):
+        if importlib.util.find_spec(module) is None:
+            return module
+    return None
 
 
 def connect_session(url: str, conf: dict[str, str] | None = None) -> Any:
