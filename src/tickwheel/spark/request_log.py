@@ -675,94 +675,19 @@ def _import_rows(lines: Any) -> Any:
     Two branches (a union, or a filter and its complement) would each run
     the whole parse below them.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    produce = F.col("api_key") == 0
-    follower = (F.col("api_key") == 1) & (F.col("replica") >= 0)
-    no_long = F.lit(None).cast("bigint")
-    parts = F.when(
-        produce,
-        F.transform(
-            "produce_parts",
-            lambda p: F.struct(
-                p["partition"].alias("partition"),
-                p["r"]["error"].alias("error"),
-                p["r"]["base"].alias("base"),
-                no_long.alias("fetch_offset"),
-            ),
-        ),
-    ).when(
-        follower,
-        F.transform(
-            "fetch_parts",
-            lambda p: F.struct(
-                p["partition"].alias("partition"),
-                p["error"].alias("error"),
-                no_long.alias("base"),
-                p["fetch_offset"].alias("fetch_offset"),
-            ),
-        ),
-    )
-    # A produce without partitions keeps its one (outer) row, as a skipped
-    # row; a follower's fetch without any is only counted.
-    exploded = lines.select("*", F.posexplode_outer(parts).alias("pos", "p"))
-    row = (
-        F.when(produce, F.lit(PRODUCE_ROW))
-        .when(follower & F.col("pos").isNotNull(), F.lit(FETCH_ROW))
-        .when(F.col("kind") == "unparseable", F.lit(BAD_ROW))
-        .otherwise(F.lit(COUNTED_ROW))
-    )
-    fetch_from = F.when(
-        F.col("kind") == "FETCH",
-        F.when(F.col("replica") >= 0, "follower").otherwise("consumer"),
-    )
-    flat = exploded.select(
-        row.alias("row"),
-        (F.col("pos").isNull() | (F.col("pos") == 0)).alias("first"),
-        F.col("kind").alias("line_kind"),
-        fetch_from.alias("source"),
-        "line_id",
-        # Numbered among the produce rows only (the expression runs for those
-        # alone), as a select of them would number them.
-        F.when(produce, F.monotonically_increasing_id()).alias("request_id"),
-        F.col("p.partition").alias("partition"),
-        F.col("p.error").alias("error"),
-        F.col("p.base").alias("base"),
-        F.col("p.fetch_offset").alias("fetch_offset"),
-        _ceil_ms(F.col("effect_us")).alias("ts_ms"),
-        "acks",
-        "timeout_ms",
-        "top_error",
-        "request_partitions",
-        "remote_time_ms",
-        "replica",
-        "client_id",
-        "correlation_id",
-        "connection",
-        "api_version",
-        "completed_ms",
-        "line",
-    )
+    flat = _exploded_rows(lines)
     is_ = {name: F.col("row") == name for name in (PRODUCE_ROW, FETCH_ROW, BAD_ROW)}
     reason = (
         F.when(is_[PRODUCE_ROW], _produce_reason())
         .when(is_[FETCH_ROW], _fetch_reason())
         .when(is_[BAD_ROW], F.lit(UNPARSEABLE))
     )
-    # The end offset of an append is the next append's baseOffset on the
-    # partition: every produce partition with a base offset counts, whatever
-    # its acks.  The other rows pass the same window (one branch), in
-    # WINDOW_SPREAD groups by line, whose lead nobody reads: enough groups
-    # to spread them over the tasks, few enough that the window does not
-    # set up a group per row.
     appended = F.coalesce(is_[PRODUCE_ROW] & (F.col("base") >= 0), F.lit(False))
-    by_offset = Window.partitionBy(
-        F.when(appended, F.col("partition")),
-        F.when(~appended, F.col("line_id") % WINDOW_SPREAD),
-    ).orderBy("base")
-    next_base = F.when(appended, F.lead("base").over(by_offset))
-    with_next = flat.select("*", reason.alias("reason0"), next_base.alias("next_base"))
+    with_next = flat.select(
+        "*", reason.alias("reason0"), _next_base(appended).alias("next_base")
+    )
     final_reason = F.coalesce(
         F.col("reason0"),
         F.when(
@@ -793,6 +718,108 @@ def _import_rows(lines: Any) -> Any:
             is_[FETCH_ROW], F.lit("FETCH")
         ),
     )
+
+
+def _row_parts() -> Any:
+    """Each line's partitions, one shape for both kinds: those of a produce
+    (with its response's error and base offset) or of a follower's fetch
+    (with its fetch offset and error); null for every other line."""
+    from pyspark.sql import functions as F
+
+    produce = F.col("api_key") == 0
+    follower = (F.col("api_key") == 1) & (F.col("replica") >= 0)
+    no_long = F.lit(None).cast("bigint")
+    return F.when(
+        produce,
+        F.transform(
+            "produce_parts",
+            lambda p: F.struct(
+                p["partition"].alias("partition"),
+                p["r"]["error"].alias("error"),
+                p["r"]["base"].alias("base"),
+                no_long.alias("fetch_offset"),
+            ),
+        ),
+    ).when(
+        follower,
+        F.transform(
+            "fetch_parts",
+            lambda p: F.struct(
+                p["partition"].alias("partition"),
+                p["error"].alias("error"),
+                no_long.alias("base"),
+                p["fetch_offset"].alias("fetch_offset"),
+            ),
+        ),
+    )
+
+
+def _exploded_rows(lines: Any) -> Any:
+    """One row per partition of a produce or a follower's fetch, and one per
+    other line: what the row is (``row``), whether it is its line's first,
+    the line's kind and fetch source, and the line's fields the outputs keep."""
+    from pyspark.sql import functions as F
+
+    produce = F.col("api_key") == 0
+    follower = (F.col("api_key") == 1) & (F.col("replica") >= 0)
+    # A produce without partitions keeps its one (outer) row, as a skipped
+    # row; a follower's fetch without any is only counted.
+    exploded = lines.select("*", F.posexplode_outer(_row_parts()).alias("pos", "p"))
+    row = (
+        F.when(produce, F.lit(PRODUCE_ROW))
+        .when(follower & F.col("pos").isNotNull(), F.lit(FETCH_ROW))
+        .when(F.col("kind") == "unparseable", F.lit(BAD_ROW))
+        .otherwise(F.lit(COUNTED_ROW))
+    )
+    fetch_from = F.when(
+        F.col("kind") == "FETCH",
+        F.when(F.col("replica") >= 0, "follower").otherwise("consumer"),
+    )
+    return exploded.select(
+        row.alias("row"),
+        (F.col("pos").isNull() | (F.col("pos") == 0)).alias("first"),
+        F.col("kind").alias("line_kind"),
+        fetch_from.alias("source"),
+        "line_id",
+        # Numbered among the produce rows only (the expression runs for those
+        # alone), as a select of them would number them.
+        F.when(produce, F.monotonically_increasing_id()).alias("request_id"),
+        F.col("p.partition").alias("partition"),
+        F.col("p.error").alias("error"),
+        F.col("p.base").alias("base"),
+        F.col("p.fetch_offset").alias("fetch_offset"),
+        _ceil_ms(F.col("effect_us")).alias("ts_ms"),
+        "acks",
+        "timeout_ms",
+        "top_error",
+        "request_partitions",
+        "remote_time_ms",
+        "replica",
+        "client_id",
+        "correlation_id",
+        "connection",
+        "api_version",
+        "completed_ms",
+        "line",
+    )
+
+
+def _next_base(appended: Any) -> Any:
+    """The end offset of an append (``appended``: a produce row with a base
+    offset): the next append's baseOffset on the partition."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    # Every produce partition with a base offset counts, whatever its acks.
+    # The other rows pass the same window (one branch), in WINDOW_SPREAD
+    # groups by line, whose lead nobody reads: enough groups to spread them
+    # over the tasks, few enough that the window does not set up a group
+    # per row.
+    by_offset = Window.partitionBy(
+        F.when(appended, F.col("partition")),
+        F.when(~appended, F.col("line_id") % WINDOW_SPREAD),
+    ).orderBy("base")
+    return F.when(appended, F.lead("base").over(by_offset))
 
 
 def _split(rows: Any) -> tuple[Any, Any]:
