@@ -232,10 +232,10 @@ def _public_callables(module: ModuleType) -> dict[str, Any]:
 def test_public_signatures_are_the_same_on_both_cores(module):
     # Every public class, function and method: the same parameters whether
     # the compiled core or the twins are underneath (IDEs, help(), inspect).
-    from tickwheel import _impl
+    from twins import twin_package
 
     compiled = importlib.import_module(f"tickwheel.{module}".rstrip("."))
-    pure = _impl.twin_package()
+    pure = twin_package()
     for part in filter(None, module.split(".")):
         pure = getattr(pure, part)
     c_names, py_names = _public_callables(compiled), _public_callables(pure)
@@ -305,10 +305,12 @@ def test_impl_selects_every_compiled_module():
 
 
 def test_twin_package_is_built_on_every_twin():
-    from tickwheel import _impl, _kafka_py, _purgatory_py, _wheel_py
+    from twins import twin_package
 
-    pure = _impl.twin_package()
-    assert pure is _impl.twin_package()  # built once
+    from tickwheel import _kafka_py, _purgatory_py, _wheel_py
+
+    pure = twin_package()
+    assert pure is twin_package()  # built once
     assert not pure.USE_EXTENSIONS and pure._impl.core is _wheel_py
     assert pure.TimerTask is _wheel_py.TimerTask  # the twins are shared
     assert pure.purgatory.DelayedOperation is _purgatory_py.DelayedOperation

@@ -119,9 +119,11 @@ def test_large_buckets_expire_in_the_same_order_on_both_cores(wheel_size):
     """
     import random
 
-    from tickwheel import MockTimer, _impl
+    from twins import twin_package
 
-    TwinMockTimer = _impl.twin_package().MockTimer
+    from tickwheel import MockTimer
+
+    TwinMockTimer = twin_package().MockTimer
 
     rnd = random.Random(wheel_size)
     delays = [rnd.choice([1, 5, 19, 20, 21, 399, 400, 7_999, 8_000, 160_001])
