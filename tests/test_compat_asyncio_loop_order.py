@@ -1,4 +1,4 @@
-"""Issue 30: the tickwheel event loop runs timers in asyncio's order and time.
+"""The tickwheel event loop runs timers in asyncio's order and time.
 
 Ports of the races other people's test suites met (websockets at
 ``WEBSOCKETS_TESTS_TIMEOUT_FACTOR=1``): timers of one millisecond run by

@@ -21,7 +21,7 @@ The reference is the documented contract: a handle is due at its exact
 deadline, the clock at ``call_later`` plus the delay (its ``when()`` is that
 rounded up to the millisecond and then to the tick); a handle already due
 when added runs on the next loop iteration; due handles run in deadline
-order (issue 30; before it, at the tick's end).  It is checked *online*: whenever a
+order (not at the end of their tick).  It is checked *online*: whenever a
 callback runs, no pending handle may be due before it, its deadline must
 have passed (never early), and when the loop wakes on time it must run
 exactly at its deadline (never late).  After each rule the wheel's

@@ -172,8 +172,9 @@ def _shape(obj: Any) -> list[tuple[str, Any, str]]:
 
 
 def test_compiled_classes_have_the_twins_signatures(pair):
-    # Issue 29: inspect.signature raised "no signature found for builtin
-    # type" for every compiled class, and help() showed (*args, **kwargs).
+    # Without a text signature, inspect.signature raises "no signature found
+    # for builtin type" for a compiled class, and help() shows
+    # (*args, **kwargs).
     c, py = pair
     for name, c_cls in _defined(c, inspect.isclass).items():
         py_cls = getattr(py, name, None)

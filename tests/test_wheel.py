@@ -173,7 +173,7 @@ def test_poll_merges_tasks_due_when_added_by_expiration(timers):
 
 
 def test_deadline_ns_keeps_the_exact_deadline_inside_the_tick(impl):
-    # Issue 30: the node keeps its exact deadline (clock ns) beside the
+    # The node keeps its exact deadline (clock ns) beside the
     # rounded-up expiration, so a driver can run one tick in asyncio's order.
     core = impl.TimerCore(manual=True)
     core.now_ns = 1_000_000_300

@@ -43,7 +43,7 @@ closed"); in debug mode a call from a thread other than the one running the
 loop raises RuntimeError, and a coroutine (function) as callback raises
 TypeError.  These run on a flagged slow path, so the common call costs one
 attribute test.  Timers run in asyncio's order and time: each at its exact
-deadline (never early), those of one tick by deadline (issue 30).
+deadline (never early), those of one tick by deadline.
 Differences: ``TimerHandle.when()`` reads the deadline rounded up to the
 wheel tick (1 ms; ``_when`` is exact); ``close()`` cancels the pending
 wheel timers (their ``cancelled()`` turns True); a ``loop.time`` replaced
