@@ -728,7 +728,14 @@ def test_loop_handles_postpone(loop: asyncio.AbstractEventLoop) -> None:
 
 # The asyncio layers, lowest first: each may import only the ones below it,
 # so that no two of them import each other.
-ASYNCIO_LAYERS = ["_impl", "_asyncio_wheel", "_asyncio_loop", "compat_asyncio"]
+ASYNCIO_LAYERS = [
+    "_impl",
+    "_asyncio_time",
+    "_asyncio_handles",
+    "_asyncio_wheel",
+    "_asyncio_loop",
+    "compat_asyncio",
+]
 
 
 def _tickwheel_imports(module: str) -> set[str]:

@@ -185,6 +185,7 @@ __all__ = [
     "_ProduceCore",
     "_PurgatoryCore",
     "_Shard",
+    "_LoopHandle",
     "_hash_key",
     "_new_operation",
     "_new_produce",
