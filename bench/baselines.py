@@ -96,13 +96,15 @@ class WheelTimer:
 
 def factories() -> dict[str, Callable[[], Any]]:
     """name -> zero-argument factory of a fresh timer."""
-    from tickwheel import _impl, _wheel_py
+    from twins import twin_package
+
+    from tickwheel import _wheel_py
     from tickwheel import timer as tw
 
     out: dict[str, Callable[[], Any]] = {
         "tickwheel": lambda: WheelTimer(tw.SystemTimer, tw.TimerTask),
         "tickwheel-py": lambda: WheelTimer(
-            _impl.twin_package().SystemTimer, _wheel_py.TimerTask
+            twin_package().SystemTimer, _wheel_py.TimerTask
         ),
         "heapq": HeapTimer,
         "asyncio": lambda: LoopTimer(asyncio.new_event_loop()),

@@ -156,11 +156,12 @@ class _Recorder:
 def lateness_tickwheel(
     n: int, pure: bool = False, executor: Any = None, cascade_early: bool = True
 ) -> dict[str, Any]:
-    from tickwheel import _impl
+    from twins import twin_package
+
     from tickwheel import timer as tw
 
     # pure: the SystemTimer of tickwheel's copy built on the twins.
-    cls = _impl.twin_package().SystemTimer if pure else tw.SystemTimer
+    cls = twin_package().SystemTimer if pure else tw.SystemTimer
     rec = _Recorder(n)
     cb, mono = rec.cb, time.monotonic_ns
     with cls(name="bench", executor=executor, cascade_early=cascade_early) as timer:

@@ -67,11 +67,12 @@ def _core(core: str) -> tuple[Any, Any, Any, Any]:
     For ``core`` in {"c", "pure"}: ``tickwheel`` itself (the compiled core is
     then required) or its copy built on the twins.
     """
+    from twins import twin_package
+
     import tickwheel
-    from tickwheel import _impl
 
     if core == "pure":
-        pkg = _impl.twin_package()
+        pkg = twin_package()
     else:
         from tickwheel import _wheel  # noqa: F401  (fails loudly without a build)
 

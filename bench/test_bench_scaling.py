@@ -91,7 +91,8 @@ def test_w5_sliding(benchmark, scale, made):
 
 @pytest.mark.benchmark(group="W5-expire")
 def test_w5_expire(benchmark, scale):
-    from tickwheel import _impl
+    from twins import twin_package
+
     from tickwheel import timer as tw
 
     impl, n = scale
@@ -103,7 +104,7 @@ def test_w5_expire(benchmark, scale):
         if impl == "tickwheel":
             return (drain_tickwheel(tw.MockTimer, window, _cb),), {}
         if impl == "tickwheel-py":
-            pure = _impl.twin_package().MockTimer
+            pure = twin_package().MockTimer
             return (drain_tickwheel(pure, window, _cb),), {}
         return (drain_heapq(window, _cb),), {}
 

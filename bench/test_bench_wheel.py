@@ -108,7 +108,8 @@ def test_w2_sliding(benchmark, impl, delays, made):
 @pytest.mark.parametrize("impl", ["tickwheel", "tickwheel-py", "heapq", "sched"])
 @pytest.mark.benchmark(group="W3-manual")
 def test_w3_manual(benchmark, impl, n):
-    from tickwheel import _impl
+    from twins import twin_package
+
     from tickwheel import timer as tw
 
     rnd = random.Random(13)
@@ -123,7 +124,7 @@ def test_w3_manual(benchmark, impl, n):
         if impl == "tickwheel":
             drain = drain_tickwheel(tw.MockTimer, window, cb)
         elif impl == "tickwheel-py":
-            drain = drain_tickwheel(_impl.twin_package().MockTimer, window, cb)
+            drain = drain_tickwheel(twin_package().MockTimer, window, cb)
         elif impl == "heapq":
             drain = drain_heapq(window, cb)
         else:

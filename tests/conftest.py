@@ -7,7 +7,7 @@ The ``c-extension`` variants import ``tickwheel._wheel`` directly, so a build
 that silently fell back to pure Python fails here instead of testing the twin
 twice.  ``--no-c-extensions`` (or ``TICKWHEEL_NO_EXTENSIONS=1``) deselects them.
 The ``pure-python`` variants of a compiled run get the public classes from
-``tickwheel._impl.twin_package()`` (see :func:`package_for`).
+``twins.twin_package()`` (see :func:`package_for`).
 """
 
 from __future__ import annotations
@@ -111,10 +111,12 @@ def package_for(core: ModuleType) -> ModuleType:
 
     The public classes exist once per process, on the core ``tickwheel._impl``
     chose; to run a test on the other core in the same process this takes
-    ``_impl.twin_package()``, a copy of the public modules built on the twins
+    ``twin_package()``, a copy of the public modules built on the twins
     (the twin modules themselves are shared, so ``core.TimerTask`` is the
     copy's ``TimerTask``).
     """
+    from twins import twin_package
+
     import tickwheel
     from tickwheel import _impl
 
@@ -122,7 +124,7 @@ def package_for(core: ModuleType) -> ModuleType:
         importlib.import_module("tickwheel.kafka")  # as twin_package() does
         return tickwheel
     assert core.__name__.endswith("_py"), core
-    return _impl.twin_package()
+    return twin_package()
 
 
 class Timers:

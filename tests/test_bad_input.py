@@ -21,12 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from twins import twin_package
 
 import tickwheel
 from tickwheel import (
     MAX_DELAY_MS,
     USE_EXTENSIONS,
-    _impl,
     compat_asyncio,
     compat_sched,
     compat_threading,
@@ -179,7 +179,7 @@ def test_bad_input_foreign_and_spent_tasks(timers, mock, system):
         other_core = (
             tickwheel.MockTimer
             if timers.package is not tickwheel
-            else _impl.twin_package().MockTimer
+            else twin_package().MockTimer
         )
         alien = other_core().schedule(5_000, print)
         for timer in (mock, system):

@@ -326,7 +326,7 @@ class TestAsyncioContract:
     def test_asyncio_timeout_past_deadline_fires_before_task_resumes(
         self, impl: Any, how: str
     ) -> None:
-        # Issue 16.1: a deadline at or before loop.time() goes through
+        # A deadline at or before loop.time() goes through
         # loop.call_soon, so even `await asyncio.sleep(0)` is interrupted.
         async def main() -> tuple[bool, list[str]]:
             loop = asyncio.get_running_loop()
@@ -753,7 +753,7 @@ def test_wheel_clock_choice() -> None:
         loop.close()
 
 
-# -- handle.postpone(): move a pending timer (issue 16, point 8) -----------------------
+# -- handle.postpone(): move a pending timer ----------------------------------------
 
 
 def test_handle_postpone_moves_a_pending_callback() -> None:

@@ -1,4 +1,4 @@
-"""The tickwheel event loop (issue 19): timers of asyncio and uvloop on the wheel.
+"""The tickwheel event loop: timers of asyncio and uvloop on the wheel.
 
 Each test runs on both base loops (asyncio's default loop class and
 ``uvloop.Loop``) and closes every loop it makes.  No wall-clock speed is
@@ -726,9 +726,16 @@ def test_loop_handles_postpone(loop: asyncio.AbstractEventLoop) -> None:
     assert handle.postpone(1) is False  # it ran
 
 
-# The asyncio layers, lowest first: each may import only the ones below it
-# (issue 29: _asyncio_loop and compat_asyncio used to import each other).
-ASYNCIO_LAYERS = ["_impl", "_asyncio_wheel", "_asyncio_loop", "compat_asyncio"]
+# The asyncio layers, lowest first: each may import only the ones below it,
+# so that no two of them import each other.
+ASYNCIO_LAYERS = [
+    "_impl",
+    "_asyncio_time",
+    "_asyncio_handles",
+    "_asyncio_wheel",
+    "_asyncio_loop",
+    "compat_asyncio",
+]
 
 
 def _tickwheel_imports(module: str) -> set[str]:

@@ -1,4 +1,4 @@
-"""Issue 30: the tickwheel event loop runs timers in asyncio's order and time.
+"""The tickwheel event loop runs timers in asyncio's order and time.
 
 Ports of the races other people's test suites met (websockets at
 ``WEBSOCKETS_TESTS_TIMEOUT_FACTOR=1``): timers of one millisecond run by
@@ -19,8 +19,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from twins import twin_package
 
-from tickwheel import _impl, compat_asyncio
+from tickwheel import compat_asyncio
 
 try:
     import uvloop
@@ -43,7 +44,7 @@ def dropin(impl: ModuleType) -> ModuleType:
         return compat_asyncio
     if impl.__name__ != "tickwheel._wheel_py":
         pytest.fail("tickwheel.compat_asyncio is not on the compiled core")
-    module: ModuleType = _impl.twin_package().compat_asyncio
+    module: ModuleType = twin_package().compat_asyncio
     assert issubclass(module.TimerWheel, impl.TimerCore)
     return module
 

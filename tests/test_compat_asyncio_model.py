@@ -21,7 +21,7 @@ The reference is the documented contract: a handle is due at its exact
 deadline, the clock at ``call_later`` plus the delay (its ``when()`` is that
 rounded up to the millisecond and then to the tick); a handle already due
 when added runs on the next loop iteration; due handles run in deadline
-order (issue 30; before it, at the tick's end).  It is checked *online*: whenever a
+order (not at the end of their tick).  It is checked *online*: whenever a
 callback runs, no pending handle may be due before it, its deadline must
 have passed (never early), and when the loop wakes on time it must run
 exactly at its deadline (never late).  After each rule the wheel's
@@ -38,7 +38,7 @@ Both cores: the ``c-extension`` variant uses :mod:`tickwheel.compat_asyncio`
 as imported (its wheel must sit on the compiled core); the ``pure-python``
 variant uses the module itself when it was imported on the twin
 (``TICKWHEEL_NO_EXTENSIONS=1``), and otherwise the copy in
-``tickwheel._impl.twin_package()`` (built on every twin).
+``twins.twin_package()`` (built on every twin).
 """
 
 from __future__ import annotations
@@ -67,9 +67,10 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from twins import twin_package
 
 import tickwheel
-from tickwheel import _impl, compat_asyncio
+from tickwheel import compat_asyncio
 
 # The wheel reads the loop's clock as round(loop.time() * 1e9); below this the
 # float round trip of an integer nanosecond count is exact (about 23 days).
@@ -119,7 +120,7 @@ def dropin_for(core: types.ModuleType) -> types.ModuleType:
     if issubclass(compat_asyncio.TimerWheel, core.TimerCore):
         module: types.ModuleType = compat_asyncio
     elif core.__name__ == "tickwheel._wheel_py":
-        module = _impl.twin_package().compat_asyncio
+        module = twin_package().compat_asyncio
     else:
         pytest.fail(
             "tickwheel.compat_asyncio is not on the compiled core "

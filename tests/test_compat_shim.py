@@ -1,13 +1,14 @@
 """The shim over CPython details (``src/tickwheel/_compat.h``) took the right branch.
 
-Issue 18 kept three CPython details in the compiled core, each behind a
-guard in ``_compat.h`` (the clock read in C, the type's dict for the
-METH_FASTCALL ``schedule``, the TimerTask freelist in ``tp_alloc``/``tp_free``,
-off on free-threaded builds), and the purgatory's GIL-as-mutex lock, guarded
-at import.  These tests recompute each decision from the
-running interpreter and compare it with what the build reports, so a guard
-that picks the wrong branch on some CPython fails here; and they fail loudly
-on a CPython the guards were never checked against.
+The compiled core keeps three CPython details, each behind a guard in
+``_compat.h`` (the clock read in C, the type's dict for the METH_FASTCALL
+``schedule``, the TimerTask freelist in ``tp_alloc``/``tp_free``, off on
+free-threaded builds), and the purgatory's GIL-as-mutex lock, guarded at
+import; docs/design.md ("CPython internals") has what each is worth.  These
+tests recompute each decision from the running interpreter and compare it
+with what the build reports, so a guard that picks the wrong branch on some
+CPython fails here; and they fail loudly on a CPython the guards were never
+checked against.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ pytestmark = pytest.mark.c_extension
 
 HEADER = Path(__file__).resolve().parents[1] / "src" / "tickwheel" / "_compat.h"
 
-# The CPythons _compat.h's guards were built and tested on (issue 18: 3.9 to
-# 3.13; 3.14 takes the same branches as 3.13).  Issue 25 checked 3.15.2's
-# headers: PyTime_MonotonicRaw, PyType_GetDict, PyWeakref_GetRef, the
-# tp_alloc/tp_free slots, PyType_GenericAlloc, PyObject_Init/Free/GC_Del and
+# The CPythons _compat.h's guards were built and tested on (3.9 to 3.13;
+# 3.14 takes the same branches as 3.13).  3.15.2's headers were checked:
+# PyTime_MonotonicRaw, PyType_GetDict, PyWeakref_GetRef, the tp_alloc/tp_free
+# slots, PyType_GenericAlloc, PyObject_Init/Free/GC_Del and
 # Py_TPFLAGS_MANAGED_DICT/WEAKREF are unchanged; PyWeakref_GetObject, used
 # only below 3.13, is gone.  A newer one must be checked by hand (its public
 # API may have changed) before it is added.

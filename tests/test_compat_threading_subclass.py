@@ -1,6 +1,6 @@
 """Subclassing: one body run against ``threading.Timer`` and tickwheel's Timer.
 
-What a user who subclasses ``threading.Timer`` relies on (issue 16, point 7):
+What a user who subclasses ``threading.Timer`` relies on:
 an overridden ``run()`` is what the Timer runs (the ``RepeatTimer`` idiom),
 on a thread named ``name`` with ``daemon``; ``cancel()``, ``start()`` and
 ``__init__`` can be overridden and extended; setting ``finished`` does not

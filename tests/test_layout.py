@@ -1,14 +1,22 @@
-"""The checkout's files and folders are named for what they hold (STYLE.md §1).
+"""The checkout reads on its own: names, function sizes, and what the text cites.
 
-A folder named for a work item (``bench/issue18_variants/``) tells a reader
-nothing about its content once the issue is closed; the issue number belongs
-in the commit message and the CHANGELOG.
+* Files and folders are named for what they hold: a folder named for a work
+  item tells a reader nothing about its content once the work is done; the
+  work item belongs in the commit message and the CHANGELOG.
+* A function fits on a screen.
+* Comments, docstrings and docs say why, and cite what a reader of the
+  checkout can open: no numbers of a tracker that is not in it, no paths of
+  a developer's machine, no project document that does not exist.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ISSUE_NAME = re.compile(r"issue[-_]?\d+", re.IGNORECASE)
@@ -29,3 +37,143 @@ def test_the_public_api_variants_are_linked_where_they_are() -> None:
     design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     assert "](../bench/public_api_variants/README.md)" in design
     assert (ROOT / "bench" / "public_api_variants" / "README.md").is_file()
+
+
+# A function a reader can hold on one screen (docstring, comments and blank
+# lines included).
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(path: Path, root: Path = ROOT) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    functions = sorted(
+        (node.lineno, node.end_lineno - node.lineno + 1, node.name)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno is not None
+    )
+    return [
+        f"{path.relative_to(root)}:{line} {name} ({length} lines)"
+        for line, length, name in functions
+        if length > MAX_FUNCTION_LINES
+    ]
+
+
+def test_no_python_function_in_src_is_longer_than_a_screen() -> None:
+    sources = sorted((ROOT / "src").rglob("*.py"))
+    assert len(sources) > 20  # the scan sees the package
+    long = [found for path in sources for found in _long_functions(path)]
+    assert long == []
+
+
+def test_the_length_scan_counts_each_function_whole(tmp_path: Path) -> None:
+    # From the def line to the body's last line; methods and nested
+    # functions are measured too.
+    def body(lines: int, indent: str) -> str:
+        return "".join(f"{indent}x = {i}\n" for i in range(lines))
+
+    source = (
+        "def fits():\n"
+        + body(MAX_FUNCTION_LINES - 1, "    ")
+        + "class C:\n"
+        + "    async def method(self):\n"
+        + body(MAX_FUNCTION_LINES, "        ")
+        + "def outer():\n"
+        + "    def inner():\n"
+        + body(MAX_FUNCTION_LINES, "        ")
+    )
+    path = tmp_path / "m.py"
+    path.write_text(source, encoding="utf-8")
+    lines = MAX_FUNCTION_LINES + 1
+    assert _long_functions(path, tmp_path) == [
+        f"m.py:{MAX_FUNCTION_LINES + 2} method ({lines} lines)",
+        f"m.py:{2 * MAX_FUNCTION_LINES + 3} outer ({lines + 1} lines)",
+        f"m.py:{2 * MAX_FUNCTION_LINES + 4} inner ({lines} lines)",
+    ]
+
+
+# -- what the text cites ---------------------------------------------------------
+#: The folders whose text is read, and the kinds of file that hold text a
+#: maintainer reads (code, headers, stubs, docs); data files are not prose.
+CITING_FOLDERS = ("src", "tests", "docs")
+TEXT_SUFFIXES = {".py", ".pyx", ".pxd", ".pyi", ".h", ".md", ".rst", ".txt"}
+#: The word issue or ticket followed by a number (with or without a space, a
+#: dash or a hash), or a hash and a number alone; not an HTML entity, a URL
+#: fragment, or a hash inside a quoted colour or format.
+ISSUE_REFERENCE = re.compile(
+    r"\b(?:issue|ticket)s?[ _-]?#?\d+|(?<![\w&#/'\"])#\d{1,5}\b", re.IGNORECASE
+)
+#: Paths of a developer's machine: the work area, home directories.
+MACHINE_PATH = re.compile(
+    r"(?<![\w.])(?:/work|/scratch|/home|/root|/Users)/|(?<![\w~])~/\w"
+)
+#: A project document cited by its upper-case name, like the README's.
+PROJECT_DOC = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_]+\.md)\b")
+
+
+def _text_files(root: Path) -> Iterator[Path]:
+    for top in CITING_FOLDERS:
+        for path in sorted((root / top).rglob("*")):
+            if path.is_file() and path.suffix in TEXT_SUFFIXES:
+                yield path
+
+
+def _citations(root: Path) -> list[str]:
+    """``file:line what`` for each issue number, machine path or missing
+    project document in the text under ``root``."""
+    found = []
+    for path in _text_files(root):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            where = f"{path.relative_to(root)}:{number}"
+            hits = ISSUE_REFERENCE.findall(line) + MACHINE_PATH.findall(line)
+            hits += [
+                doc
+                for doc in PROJECT_DOC.findall(line)
+                if not (root / doc).is_file() and not (root / "docs" / doc).is_file()
+            ]
+            found += [f"{where} {hit!r}" for hit in hits]
+    return found
+
+
+def test_text_cites_no_issue_numbers_machine_paths_or_missing_docs() -> None:
+    assert sum(1 for _ in _text_files(ROOT)) > 100  # the scan sees the checkout
+    assert _citations(ROOT) == []
+
+
+# Each bad line is written in two pieces, so that this file's own text
+# holds none of them.
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# Issue" + " 30: the node keeps its deadline",
+        "order (issue" + " 16, point 8)",
+        "see #" + "27 for the numbers",
+        "issue" + "18_variants/",
+        "log at /wo" + "rk/scratch/run.txt",
+        "cached in ~" + "/notes",
+        "named for what they hold (STYLE" + ".md)",
+    ],
+)
+def test_the_citation_scan_finds(tmp_path: Path, line: str) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(f"intro\n{line}\n", encoding="utf-8")
+    assert [c.split(" ", 1)[0] for c in _citations(tmp_path)] == ["docs/page.md:2"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "the 30 s issue timeout, 16 issues in all",
+        "a colour '#1f77b4' and an entity &#27;",
+        "https://example.org/page#section-2",
+        "see CHANGELOG.md and [design](design.md)",
+        "PYSPARK_PYTHON=/opt/venvs/replay/bin/python, TMPDIR=/tmp",
+        "CPython's bpo-17435",
+    ],
+)
+def test_the_citation_scan_passes(tmp_path: Path, line: str) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "CHANGELOG.md").write_text("", encoding="utf-8")
+    (tmp_path / "docs" / "page.md").write_text(f"{line}\n", encoding="utf-8")
+    assert _citations(tmp_path) == []

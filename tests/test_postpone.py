@@ -1,7 +1,7 @@
 """TimerTask.postpone(): move a pending task, on both core implementations.
 
 A heartbeat or an idle timeout moves its timer on every message; postpone()
-does that in one call on the task itself (issue 16, point 8).  MockTimer and
+does that in one call on the task itself.  MockTimer and
 the manual-clock TimerCore carry the semantics; no test waits for real time.
 """
 

@@ -758,10 +758,11 @@ def test_purgatory_bad_input_registers_nothing(kit, mock_purgatory):
 
 @pytest.mark.c_extension
 def test_purgatory_rejects_op_and_timer_of_other_core():
-    import tickwheel
-    from tickwheel import _impl
+    from twins import twin_package
 
-    pure_pkg = _impl.twin_package()
+    import tickwheel
+
+    pure_pkg = twin_package()
     compiled = DelayedOperationPurgatory("x", tickwheel.MockTimer())
     pure = pure_pkg.purgatory.DelayedOperationPurgatory("y", pure_pkg.MockTimer())
     with pytest.raises(TypeError, match="same core"):

@@ -1,4 +1,4 @@
-"""The README's examples paste into a plain ``python`` prompt (issue 29).
+"""The README's examples paste into a plain ``python`` prompt.
 
 A reader copies a block's source lines (the text after ``>>> `` and
 ``... ``) into the interactive interpreter, which ends a compound statement

@@ -540,7 +540,15 @@ def test_spark_package_is_not_imported_by_tickwheel():
     assert out.stdout.strip() == "ok", out.stderr
 
 
-@pytest.mark.parametrize("name", ["tickwheel.spark.engine", "tickwheel.spark.trace"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tickwheel.spark.engine",
+        "tickwheel.spark._engine_checks",
+        "tickwheel.spark._engine_sizes",
+        "tickwheel.spark.trace",
+    ],
+)
 def test_replay_module_doctests(name):
     import doctest
     import importlib

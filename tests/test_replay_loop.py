@@ -1,11 +1,12 @@
 """The replay engine's compiled event loop (``spark/_replay.pyx``) and its reference.
 
 ``spark/_replay_py.py`` is the reference: the same names, in Python.  Every
-parity test replays the same events twice in one process, once through each
-loop (selected by setting ``engine._loop``), with ``check=True`` (purgatory
-invariants, nothing left pending, sampled sizes equal the computed ones), and
-requires identical outputs, row for row: generated traces (several seeds, one
-timeout or a sweep, fixed ISR or lag timers) and random ones (Hypothesis).
+parity test replays the same events twice in one process, once through
+each loop (selected by setting ``_engine_sim._loop``), with ``check=True``
+(purgatory invariants, nothing left pending, sampled sizes equal the
+computed ones), and requires identical outputs, row for row: generated
+traces (several seeds, one timeout or a sweep, fixed ISR or lag timers) and
+random ones (Hypothesis).
 The compiled ``DelayedProduce`` fields (``_kafka._ProduceCore``) are
 checked against its twin ``_kafka_py._ProduceCore``.
 """
@@ -23,7 +24,7 @@ np = pytest.importorskip("numpy")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tickwheel.spark import _replay_py, engine  # noqa: E402
+from tickwheel.spark import _engine_sim, _replay_py, engine  # noqa: E402
 from tickwheel.spark.trace import EVENT_SCHEMA, generate_trace  # noqa: E402
 
 pytestmark = pytest.mark.c_extension
@@ -37,7 +38,7 @@ KEY = [
 
 @pytest.fixture(autouse=True)
 def _compiled_loop() -> None:
-    if engine._loop is _replay_py:
+    if _engine_sim._loop is _replay_py:
         pytest.fail(
             "the compiled replay loop was not selected (tickwheel.spark._replay)"
         )
@@ -45,12 +46,12 @@ def _compiled_loop() -> None:
 
 def both_loops(table: Any, **kw: Any) -> tuple[Any, Any]:
     compiled = engine.replay_table(table, check=True, **kw)
-    saved = engine._loop
-    engine._loop = _replay_py
+    saved = _engine_sim._loop
+    _engine_sim._loop = _replay_py
     try:
         reference = engine.replay_table(table, check=True, **kw)
     finally:
-        engine._loop = saved
+        _engine_sim._loop = saved
     return compiled, reference
 
 

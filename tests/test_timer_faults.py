@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -49,8 +50,10 @@ def test_fork_child_gets_working_timer_and_no_parent_tasks(timers, no_thread_lea
 def test_exit_with_pending_timers_is_quiet_and_prompt():
     script = textwrap.dedent(
         """
-        from tickwheel import SystemTimer, _impl
-        for cls in (SystemTimer, _impl.twin_package().SystemTimer):
+        from twins import twin_package
+
+        from tickwheel import SystemTimer
+        for cls in (SystemTimer, twin_package().SystemTimer):
             timer = cls()
             for i in range(1000):
                 timer.schedule(60_000 + i, print, "never")
@@ -59,7 +62,11 @@ def test_exit_with_pending_timers_is_quiet_and_prompt():
         """
     )
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).parent,  # where ``twins`` is
     )
     assert result.returncode == 0
     assert result.stdout == "bye\n"

@@ -172,8 +172,9 @@ def _shape(obj: Any) -> list[tuple[str, Any, str]]:
 
 
 def test_compiled_classes_have_the_twins_signatures(pair):
-    # Issue 29: inspect.signature raised "no signature found for builtin
-    # type" for every compiled class, and help() showed (*args, **kwargs).
+    # Without a text signature, inspect.signature raises "no signature found
+    # for builtin type" for a compiled class, and help() shows
+    # (*args, **kwargs).
     c, py = pair
     for name, c_cls in _defined(c, inspect.isclass).items():
         py_cls = getattr(py, name, None)
@@ -232,10 +233,10 @@ def _public_callables(module: ModuleType) -> dict[str, Any]:
 def test_public_signatures_are_the_same_on_both_cores(module):
     # Every public class, function and method: the same parameters whether
     # the compiled core or the twins are underneath (IDEs, help(), inspect).
-    from tickwheel import _impl
+    from twins import twin_package
 
     compiled = importlib.import_module(f"tickwheel.{module}".rstrip("."))
-    pure = _impl.twin_package()
+    pure = twin_package()
     for part in filter(None, module.split(".")):
         pure = getattr(pure, part)
     c_names, py_names = _public_callables(compiled), _public_callables(pure)
@@ -305,10 +306,12 @@ def test_impl_selects_every_compiled_module():
 
 
 def test_twin_package_is_built_on_every_twin():
-    from tickwheel import _impl, _kafka_py, _purgatory_py, _wheel_py
+    from twins import twin_package
 
-    pure = _impl.twin_package()
-    assert pure is _impl.twin_package()  # built once
+    from tickwheel import _kafka_py, _purgatory_py, _wheel_py
+
+    pure = twin_package()
+    assert pure is twin_package()  # built once
     assert not pure.USE_EXTENSIONS and pure._impl.core is _wheel_py
     assert pure.TimerTask is _wheel_py.TimerTask  # the twins are shared
     assert pure.purgatory.DelayedOperation is _purgatory_py.DelayedOperation

@@ -1,4 +1,4 @@
-"""The public API as a user's program and help() see it (issue 29).
+"""The public API as a user's program and help() see it.
 
 mypy --strict:
 

@@ -119,9 +119,11 @@ def test_large_buckets_expire_in_the_same_order_on_both_cores(wheel_size):
     """
     import random
 
-    from tickwheel import MockTimer, _impl
+    from twins import twin_package
 
-    TwinMockTimer = _impl.twin_package().MockTimer
+    from tickwheel import MockTimer
+
+    TwinMockTimer = twin_package().MockTimer
 
     rnd = random.Random(wheel_size)
     delays = [rnd.choice([1, 5, 19, 20, 21, 399, 400, 7_999, 8_000, 160_001])
@@ -171,7 +173,7 @@ def test_poll_merges_tasks_due_when_added_by_expiration(timers):
 
 
 def test_deadline_ns_keeps_the_exact_deadline_inside_the_tick(impl):
-    # Issue 30: the node keeps its exact deadline (clock ns) beside the
+    # The node keeps its exact deadline (clock ns) beside the
     # rounded-up expiration, so a driver can run one tick in asyncio's order.
     core = impl.TimerCore(manual=True)
     core.now_ns = 1_000_000_300

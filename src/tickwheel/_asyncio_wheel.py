@@ -1,14 +1,18 @@
-"""The wheel layer of :mod:`tickwheel.compat_asyncio`: handles, wheel, timeouts.
+"""The wheel layer of :mod:`tickwheel.compat_asyncio`: the wheel and timeouts.
 
-Holds :class:`TimerHandle`, :class:`TimerWheel`, :class:`Timeout` and the
-functions acting on a loop's wheel; :mod:`tickwheel._asyncio_loop` (the event
-loop whose ``call_later``/``call_at`` use the wheel) builds on it, and
+Holds :class:`TimerWheel` (a timing wheel driven by one loop's ``call_at``),
+the functions acting on a loop's wheel, and :class:`Timeout`, which the
+wheel's ``timeout()`` makes and which needs its wheel's loop in turn (so the
+two share a module).  :mod:`tickwheel._asyncio_loop` (the event loop whose
+``call_later``/``call_at`` use the wheel) builds on it, and
 :mod:`tickwheel.compat_asyncio` re-exports both.  Imports point down only::
 
-    compat_asyncio   public names (re-exports)
-    _asyncio_loop    the tickwheel event loop
-    _asyncio_wheel   this module: TimerWheel on one loop's call_at
-    _impl            the chosen core (TimerCore, TimerTask)
+    compat_asyncio     public names (re-exports)
+    _asyncio_loop      the tickwheel event loop
+    _asyncio_wheel     this module: TimerWheel on one loop's call_at, Timeout
+    _asyncio_handles   TimerHandle, what call_later/call_at return
+    _asyncio_time      seconds to the wheel's ms and ns; which clock a loop reads
+    _impl              the chosen core (TimerCore, TimerTask)
 
 The design, the worked example and the differences from asyncio are in
 :mod:`tickwheel.compat_asyncio`'s docstring.  Import the public names from
@@ -23,21 +27,33 @@ import enum
 import math
 import operator
 import sys
-import time
 import weakref
 from asyncio import events as _events
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ._asyncio_handles import (
+    TimerHandle,
+    _Context,
+    _ContextTimerHandle,
+    _ExplicitContextTimerHandle,
+)
+from ._asyncio_time import (
+    _LIMIT_MS,
+    _delay_ms,
+    _is_uvloop,
+    _pin_deadline,
+    _uses_monotonic_clock,
+)
+from ._asyncio_time import (
+    _reads_cached_clock as _reads_cached_clock,  # for _asyncio_loop
+)
 from ._impl import (
     DEFAULT_TICK_MS,
     DEFAULT_WHEEL_SIZE,
-    MAX_DELAY_MS,
     TimerCore,
     TimerTask,
-    _LoopHandle,
-    _use_loop_handles,
 )
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
@@ -59,11 +75,6 @@ __all__ = [
 
 _get_running_loop = _events.get_running_loop
 _copy_context = contextvars.copy_context
-_Context = contextvars.Context
-_BaseEventLoop_time = asyncio.BaseEventLoop.time
-_monotonic = time.monotonic
-# Largest |delay| in ms the core accepts, kept a hair inside its bound.
-_LIMIT_MS = float(MAX_DELAY_MS - 1)
 # Contexts with more variables than this are not de-duplicated (the identity
 # check is O(variables)); each such handle keeps its own snapshot.
 _MAX_SHARED_VARS = 16
@@ -71,8 +82,6 @@ _MISSING = object()
 # The driver's own loop handle runs in this (otherwise unused) context, which
 # saves asyncio a copy_context() per re-arm; each task enters its own context.
 _DRIVER_CONTEXT = _Context()
-_task_cancelled = TimerTask.cancelled.__get__
-_task_postpone = TimerTask.postpone
 _task_cancel = TimerTask.cancel
 _DEADLINE = operator.attrgetter("deadline_ns")
 # Unbound, so the hot path skips creating a bound method per call.
@@ -80,183 +89,6 @@ _core_add = TimerCore.add
 # One C call that makes the handle (no __init__) and adds it
 # (see TimerCore.schedule_as).
 _schedule_as = TimerCore.schedule_as
-
-
-def _delay_ms(value: object, name: str) -> float:
-    """Seconds -> milliseconds as a float, clamped to the core's range."""
-    try:
-        delay_ms = value * 1000.0  # type: ignore[operator]
-    except TypeError:
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}") from None
-    if not isinstance(delay_ms, float):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    if -_LIMIT_MS <= delay_ms <= _LIMIT_MS:
-        return delay_ms
-    if math.isnan(delay_ms):
-        raise ValueError(f"{name} must not be NaN, got {value!r}")
-    return _LIMIT_MS if delay_ms > 0 else -_LIMIT_MS
-
-
-def _when_ns(when: float) -> int:
-    """The first nanosecond at or after loop time ``when`` (seconds).
-
-    The ceiling of the exact product ``when * 10**9``: ``math.ceil(when *
-    1e9)`` takes the ceiling of the rounded product, which can be below the
-    exact one, and ``when()`` then read 1 ulp before ``when``.
-    """
-    try:
-        num, den = when.as_integer_ratio()
-    except (AttributeError, OverflowError, ValueError):  # inf, nan, odd types
-        return math.ceil(when * 1e9)
-    return -((-num * 1_000_000_000) // den)
-
-
-def _pin_deadline(task: TimerTask, when: float, wheel: TimerCore) -> None:
-    """Make ``when`` (loop seconds) the task's exact deadline, as asyncio keeps it.
-
-    The add computed it from a clock read plus ``when - now``, a little
-    later; with ``when`` itself, equal deadlines are ties, run in the order
-    they were scheduled.  If the thread was preempted between the two reads
-    long enough for the add to land in a later tick than ``when``'s, the
-    task is added again (one more than 4 s in the past keeps its own).
-    """
-    deadline = _when_ns(when)
-    for _ in range(3):
-        try:
-            task.deadline_ns = deadline
-        except (ValueError, OverflowError):
-            return
-        if deadline > (task.expiration_ms - wheel.tick_ms) * 1_000_000:
-            return
-        if task.state == "expired":
-            return  # due: it runs on the next iteration, in deadline order
-        if not _task_postpone(task, (deadline - wheel.now_ns) / 1e6):
-            return
-    # A deadline a few hundred ns before a tick boundary: each postpone
-    # (a clock read plus a delay) lands past it again.  The task then runs
-    # one tick late, but it still reports ``when`` and sorts by it.
-    try:
-        task.deadline_ns = deadline
-    except (ValueError, OverflowError):
-        pass
-
-
-def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
-    """True if ``loop.time()`` reads CLOCK_MONOTONIC, so the wheel may read it in C.
-
-    asyncio's loops and the tickwheel loop over uvloop return
-    ``time.monotonic()``.  uvloop returns libuv's cached ``uv_now()``:
-    CLOCK_MONOTONIC (or its coarse variant) in whole milliseconds, updated
-    once per iteration, so it never runs ahead of ``time.monotonic_ns()``; a
-    timer armed for loop time t therefore fires when the wheel's clock has
-    reached t too.  Any other loop (e.g. a test loop with virtual time) is
-    read through ``loop.time()``.
-    """
-    loop_time = getattr(type(loop), "time", None)
-    if loop_time is _BaseEventLoop_time or loop_time is _monotonic:
-        return True
-    return _reads_cached_clock(type(loop))
-
-
-def _reads_cached_clock(loop_class: type) -> bool:
-    """True if ``loop_class.time()`` is uvloop's (libuv's cached clock)."""
-    # uvloop.Loop, or a subclass keeping its time().
-    owner = next((k for k in loop_class.__mro__ if "time" in vars(k)), object)
-    return owner.__module__.split(".")[0] == "uvloop"
-
-
-def _is_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
-    """True if the loop's timers are uvloop's (1 ms resolution)."""
-    return any(k.__module__.split(".")[0] == "uvloop" for k in type(loop).__mro__)
-
-
-class TimerHandle(_LoopHandle):
-    """A pending ``call_later``/``call_at`` callback: asyncio's TimerHandle API.
-
-    Returned by :meth:`TimerWheel.call_later` and :meth:`TimerWheel.call_at`.
-    It *is* the wheel node (a :class:`~tickwheel.TimerTask`), so a pending
-    timer is a single object.  This base class carries no context: it is used
-    when the captured context holds no variables, and the callback runs in a
-    fresh empty context (which is what a copy of an empty context is).
-
-    Runtime complexity: cancel() is O(1).
-    """
-
-    __slots__ = ()
-
-    def cancelled(self) -> bool:  # type: ignore[override]
-        """True if cancel() stopped the callback before it ran."""
-        return _task_cancelled(self)  # type: ignore[no-any-return]
-
-    @property
-    def _when(self) -> float:
-        """asyncio's ``TimerHandle._when``: :meth:`when` (read-only)."""
-        return self.when()  # type: ignore[no-any-return]
-
-    def postpone(self, delay: float) -> bool:
-        """Move the pending callback to run ``delay`` seconds from now.
-
-        What a heartbeat or an idle timeout does on every message, without a
-        cancel() and a new call_later(): the handle stays the same object.
-        ``delay`` is read like call_later's (rounded up to the tick; <= 0
-        runs it on the next loop iteration).  asyncio's handles have no
-        such method.
-
-        Runtime complexity: O(levels) (an O(1) unlink, then the add).
-
-        :return: True if the callback was pending and now runs ``delay``
-            from now; False if it already ran or was cancelled
-        :raises TypeError: if ``delay`` is not a number
-        :raises ValueError: if ``delay`` is NaN
-        """
-        try:
-            return _task_postpone(self, delay * 1000.0)
-        except (TypeError, ValueError, OverflowError):
-            # Raise with our argument's name, or clamp as call_later does.
-            return _task_postpone(self, _delay_ms(delay, "delay"))
-
-    def get_context(self) -> contextvars.Context:
-        """The context the callback runs in (a copy is entered for each run)."""
-        return _Context()
-
-    def run(self) -> None:
-        """Run the callback in its context (called by the wheel when due)."""
-        _Context().run(self.fn, *self.args)  # type: ignore[arg-type]
-
-    def __repr__(self) -> str:
-        state = "cancelled" if self.cancelled() else self.state
-        return (
-            f"<{type(self).__name__} when={self.when()!r} state={state} "
-            f"callback={self.fn!r}>"
-        )
-
-
-class _ContextTimerHandle(TimerHandle):
-    """A handle whose callback runs in a copy of a (shared) context snapshot."""
-
-    __slots__ = ("_context",)
-    _context: contextvars.Context
-
-    def get_context(self) -> contextvars.Context:
-        return self._context
-
-    def run(self) -> None:
-        # The snapshot may be shared by many handles: each run gets a copy,
-        # so a ContextVar.set() in one callback is not seen by another.
-        self._context.copy().run(self.fn, *self.args)  # type: ignore[arg-type]
-
-
-class _ExplicitContextTimerHandle(_ContextTimerHandle):
-    """A handle given ``context=``: the callback runs in that very context."""
-
-    __slots__ = ()
-
-    def run(self) -> None:
-        self._context.run(self.fn, *self.args)  # type: ignore[arg-type]
-
-
-# TimerCore._loop_call_later (the tickwheel loop's call_later) makes these.
-_use_loop_handles(TimerHandle, _ContextTimerHandle)
 
 
 class TimerWheel(TimerCore):

@@ -162,63 +162,6 @@ else:
     _new_produce = _kafka_mod._new_produce
 
 
-def twin_package() -> types.ModuleType:
-    """``tickwheel`` built on the twins, for comparing both cores in one process.
-
-    With ``USE_EXTENSIONS`` False this is ``tickwheel`` itself.  Otherwise it
-    is a second copy of the public modules (``tickwheel``, ``timer``,
-    ``purgatory``, ``kafka``, the compat modules) imported as under
-    ``TICKWHEEL_NO_EXTENSIONS=1``; the twin modules themselves are shared,
-    so ``twin_package().TimerTask is tickwheel._wheel_py.TimerTask``.  The
-    normal ``import tickwheel`` is untouched.  For tests and benchmarks
-    only: the copy's classes are not the ones ``pickle`` finds by name.
-    """
-    global _twin_package
-    if not USE_EXTENSIONS:
-        return importlib.import_module(__package__)
-    if _twin_package is not None:
-        return _twin_package
-    prefix = f"{__package__}."
-    saved = {
-        name: module
-        for name, module in sys.modules.items()
-        if name == __package__ or name.startswith(prefix)
-    }
-
-    def shared(name: str) -> bool:
-        # Twins and compiled modules do not depend on the choice.
-        last = name.rsplit(".", 1)[-1]
-        return last.endswith("_py") or last in COMPILED or last == "_version"
-
-    for name in saved:
-        if not shared(name):
-            del sys.modules[name]
-    previous = os.environ.get("TICKWHEEL_NO_EXTENSIONS")
-    os.environ["TICKWHEEL_NO_EXTENSIONS"] = "1"
-    try:
-        package = importlib.import_module(__package__)
-        for name in ("kafka", "compat_asyncio"):
-            importlib.import_module(f"{prefix}{name}")
-    finally:
-        if previous is None:
-            del os.environ["TICKWHEEL_NO_EXTENSIONS"]
-        else:
-            os.environ["TICKWHEEL_NO_EXTENSIONS"] = previous
-        fresh = [n for n in sys.modules if n == __package__ or n.startswith(prefix)]
-        for name in fresh:
-            if not shared(name):
-                del sys.modules[name]
-        sys.modules.update(saved)
-        for name in fresh:  # twins imported by the copy: bind them as usual
-            parent, _, last = name.rpartition(".")
-            if name not in saved and name in sys.modules and parent in saved:
-                setattr(saved[parent], last, sys.modules[name])
-    _twin_package = package
-    return package
-
-
-_twin_package: types.ModuleType | None = None
-
 __all__ = [
     "COMPILED",
     "COMPLETED",
@@ -242,10 +185,10 @@ __all__ = [
     "_ProduceCore",
     "_PurgatoryCore",
     "_Shard",
+    "_LoopHandle",
     "_hash_key",
     "_new_operation",
     "_new_produce",
     "core",
     "select",
-    "twin_package",
 ]

@@ -486,32 +486,7 @@ class _PurgatoryCore:
         :raises RuntimeError: after shutdown()
         Nothing is registered when it raises one of these.
         """
-        if self._shut:
-            raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        if type(operation) not in self._op_types:
-            self._check_op_type(operation)
-        if operation._op_submitted or operation._op_done:
-            raise ValueError(
-                f"operation {operation!r} was already submitted or completed"
-            )
-        if type(keys) is not tuple and type(keys) is not list:
-            keys = self._keys_tuple(keys)
-        n = len(keys)
-        # Validate every key before registering anything; equal keys count once.
-        try:
-            if n == 1:
-                hash(keys[0])
-            elif n == 0:
-                raise ValueError(f"keys must not be empty, got {keys!r}")
-            elif len(set(keys)) != n:
-                keys = tuple(dict.fromkeys(keys))
-        except TypeError:
-            for key in keys:
-                _hash_key(key, f"key {key!r} in keys")
-            raise
-        operation._op_submitted = True
-        shards = self._shards
-        mask = self._mask
+        keys = self._submit_keys(operation, keys)
         ident = get_ident()
         lock = operation._op_lock
         completed = False
@@ -521,19 +496,7 @@ class _PurgatoryCore:
         try:
             if operation.try_complete():
                 return True
-            for key in keys:
-                shard = shards[hash(key) & mask]
-                shard_lock = shard.lock
-                shard_lock.acquire()
-                try:
-                    ops = shard.watchers.get(key)
-                    if ops is None:
-                        shard.watchers[key] = [operation]
-                    else:
-                        ops.append(operation)
-                finally:
-                    shard_lock.release()
-            self._estimated += 1
+            self._watch(operation, keys)
             try:
                 completed = operation.try_complete()
             except BaseException as exc:  # still time it out, then re-raise
@@ -558,6 +521,64 @@ class _PurgatoryCore:
         if error is not None:
             raise error
         return completed
+
+    def _submit_keys(
+        self, operation: DelayedOperation, keys: Iterable[Hashable]
+    ) -> tuple[Hashable, ...] | list[Hashable]:
+        """Check ``operation`` and ``keys`` for try_complete_else_watch, then mark
+        the operation submitted.
+
+        Every key is validated before anything is registered; equal keys count
+        once.
+
+        :return: the keys as a tuple or list, each once
+        :raises: what try_complete_else_watch raises for its arguments
+        """
+        if self._shut:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        if type(operation) not in self._op_types:
+            self._check_op_type(operation)
+        if operation._op_submitted or operation._op_done:
+            raise ValueError(
+                f"operation {operation!r} was already submitted or completed"
+            )
+        if type(keys) is not tuple and type(keys) is not list:
+            keys = self._keys_tuple(keys)
+        n = len(keys)
+        try:
+            if n == 1:
+                hash(keys[0])
+            elif n == 0:
+                raise ValueError(f"keys must not be empty, got {keys!r}")
+            elif len(set(keys)) != n:
+                keys = tuple(dict.fromkeys(keys))
+        except TypeError:
+            for key in keys:
+                _hash_key(key, f"key {key!r} in keys")
+            raise
+        operation._op_submitted = True
+        return keys
+
+    def _watch(
+        self, operation: DelayedOperation, keys: tuple[Hashable, ...] | list[Hashable]
+    ) -> None:
+        # Append the operation to each key's watcher list, under the key's
+        # shard lock (the caller holds the operation's lock).
+        shards = self._shards
+        mask = self._mask
+        for key in keys:
+            shard = shards[hash(key) & mask]
+            shard_lock = shard.lock
+            shard_lock.acquire()
+            try:
+                ops = shard.watchers.get(key)
+                if ops is None:
+                    shard.watchers[key] = [operation]
+                else:
+                    ops.append(operation)
+            finally:
+                shard_lock.release()
+        self._estimated += 1
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watching ``key``; drop completed entries.
@@ -592,7 +613,7 @@ class _PurgatoryCore:
         dropped = 0
         keep: list[DelayedOperation] = []
         keep_op = keep.append
-        error: BaseException | None = None
+        errors: list[BaseException] = []
         # Iterating while another thread appends is safe: an operation
         # appended after this read is re-tried by its own watcher (the
         # second try in try_complete_else_watch).  The live operations are
@@ -605,55 +626,75 @@ class _PurgatoryCore:
                 # Not ready, so its try_complete would return False: skip the
                 # lock.  The count only falls, and the thread that takes it to
                 # zero checks a key of the operation afterwards.
-                keep.append(op)
+                keep_op(op)
                 continue
-            lock = op._op_lock
-            if not op._op_trylock:
-                lock.acquire()  # a shared lock: wait for it
-            elif not lock.locked():
-                # Free a moment ago (if another thread took it meanwhile,
-                # this waits for it, which is merely slower).  acquire()
-                # with no argument is the cheapest call the lock offers.
-                lock.acquire()
-            elif not _hand_off(op):
-                keep_op(op)  # its holder tries again for us
-                continue
-            op._op_holder = ident
-            try:
-                ok = op.try_complete()
-            except BaseException as exc:
-                ok = False
-                if error is None:
-                    error = exc
-                else:
-                    self._log_error(op, exc)
-            finally:
-                op._op_holder = 0
-                lock.release()
-            if op._op_retry:
-                # Flagged by another thread while we held the lock (or
-                # before): try again.  The flag is cleared under the lock
-                # only by the thread about to try, so it is never lost.
-                try:
-                    ok = self._retry(op, ident) or ok
-                except BaseException as exc:
-                    if error is None:
-                        error = exc
-                    else:
-                        self._log_error(op, exc)
-                if not ok and op._op_done:
-                    dropped += 1  # completed by another thread meanwhile
-                    continue
-            if ok:
+            ok = self._try_watched(op, ident, errors)
+            if ok is None:
+                dropped += 1  # completed by another thread meanwhile
+            elif ok:
                 completed += 1
                 dropped += 1
             else:
                 keep_op(op)
         if dropped:
             self._replace(shard, key, ops, keep, len(keep) + dropped)
-        if error is not None:
-            raise error
+        if errors:
+            raise errors[0]
         return completed
+
+    def _try_watched(
+        self, op: DelayedOperation, ident: int, errors: list[BaseException]
+    ) -> bool | None:
+        """Try one open operation of a watcher list, for check_and_complete.
+
+        Takes the operation's lock, or leaves a retry to the thread holding
+        its private lock (see :func:`_hand_off`).  An exception from
+        try_complete/on_complete goes to ``errors`` if it is the first of the
+        scan, and to the log otherwise.
+
+        :return: True iff this call completed ``op``; None if another thread
+            completed it meanwhile; False if it stays watched
+        """
+        lock = op._op_lock
+        if not op._op_trylock:
+            lock.acquire()  # a shared lock: wait for it
+        elif not lock.locked():
+            # Free a moment ago (if another thread took it meanwhile,
+            # this waits for it, which is merely slower).  acquire()
+            # with no argument is the cheapest call the lock offers.
+            lock.acquire()
+        elif not _hand_off(op):
+            return False  # its holder tries again for us
+        op._op_holder = ident
+        try:
+            ok = op.try_complete()
+        except BaseException as exc:
+            ok = False
+            self._note_error(errors, op, exc)
+        finally:
+            op._op_holder = 0
+            lock.release()
+        if op._op_retry:
+            # Flagged by another thread while we held the lock (or
+            # before): try again.  The flag is cleared under the lock
+            # only by the thread about to try, so it is never lost.
+            try:
+                ok = self._retry(op, ident) or ok
+            except BaseException as exc:
+                self._note_error(errors, op, exc)
+            if not ok and op._op_done:
+                return None
+        return ok
+
+    def _note_error(
+        self, errors: list[BaseException], op: DelayedOperation, exc: BaseException
+    ) -> None:
+        # The first exception of a scan is re-raised at its end; later ones
+        # are logged, so no operation goes untried.
+        if errors:
+            self._log_error(op, exc)
+        else:
+            errors.append(exc)
 
     @staticmethod
     def _retry(op: DelayedOperation, ident: int) -> bool:

@@ -82,10 +82,10 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from ._asyncio_handles import TimerHandle
 from ._asyncio_loop import new_event_loop, run
 from ._asyncio_wheel import (
     Timeout,
-    TimerHandle,
     TimerWheel,
     call_at,
     call_later,

@@ -1,6 +1,6 @@
 """Type stub written by tests/typing/make_stubs.py: do not edit.
 
-Signatures from _asyncio_loop.py, _asyncio_wheel.py
+Signatures from _asyncio_handles.py, _asyncio_loop.py, _asyncio_wheel.py
 (change them there, then run the script).  The classes are defined here,
 in a public module, so that type checkers name them after it:
 ``tickwheel.compat_asyncio.Timeout``.
@@ -36,6 +36,14 @@ _PolicyBase: Any
 
 _T = TypeVar("_T")
 
+class TimerHandle(_LoopHandle):
+    __slots__ = ()
+    def cancelled(self) -> bool: ...  # type: ignore[override]
+    def postpone(self, delay: float) -> bool: ...
+    def get_context(self) -> contextvars.Context: ...
+    def run(self) -> None: ...
+    def __repr__(self) -> str: ...
+
 def new_event_loop(
     loop_class: type[asyncio.AbstractEventLoop] | None = ...,
 ) -> asyncio.AbstractEventLoop: ...
@@ -51,14 +59,6 @@ class EventLoopPolicy(_PolicyBase):  # type: ignore[misc]
     @property
     def loop_class(self) -> type[asyncio.AbstractEventLoop]: ...
     def new_event_loop(self) -> asyncio.AbstractEventLoop: ...
-
-class TimerHandle(_LoopHandle):
-    __slots__ = ()
-    def cancelled(self) -> bool: ...  # type: ignore[override]
-    def postpone(self, delay: float) -> bool: ...
-    def get_context(self) -> contextvars.Context: ...
-    def run(self) -> None: ...
-    def __repr__(self) -> str: ...
 
 class TimerWheel(TimerCore):
     def __init__(

@@ -47,11 +47,13 @@ def rss_kb() -> int:
 
 
 def classes(core: str) -> tuple[Any, Any, Any]:
+    # A fresh interpreter: the pure core is the one TICKWHEEL_NO_EXTENSIONS=1
+    # selects at import (tests/test_leaks.py sets it for --core pure).
     import tickwheel
-    from tickwheel import _impl
 
-    pkg = _impl.twin_package() if core == "pure" else tickwheel
-    return pkg.MockTimer, pkg.DelayedOperation, pkg.SystemTimer
+    if core == "pure" and tickwheel.USE_EXTENSIONS:
+        raise SystemExit("--core pure needs TICKWHEEL_NO_EXTENSIONS=1")
+    return tickwheel.MockTimer, tickwheel.DelayedOperation, tickwheel.SystemTimer
 
 
 def _noop(arg: object) -> None:

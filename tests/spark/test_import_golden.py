@@ -1,7 +1,7 @@
 """The import of the shipped sample, against what main (c76dfaf) wrote.
 
-Issue 31 rebuilt the import's plan (one parse, one window, counts from the
-cache); its output must not change.  ``tests/data/request-sample.import.json``
+The import's plan (one parse, one window, counts from the cache) may
+change for speed; its output must not.  ``tests/data/request-sample.import.json``
 is the fingerprint of c76dfaf's import of ``tests/data/request-sample.log.gz``
 (default options): each table's schema, row count and a digest of its rows
 (sorted, so file layout and row order do not matter), and ``summary.json``
@@ -12,8 +12,8 @@ Regenerate (only for an intended change of the output, and say why in the
 commit): ``python tests/spark/test_import_golden.py OUTPUT >
 tests/data/request-sample.import.json`` for an OUTPUT of that import.
 
-The same import also counts its Spark jobs (issue 31: the summary no longer
-re-reads what was just written, and the window runs once).
+The same import also counts its Spark jobs: the summary does not re-read
+what was just written, and the window runs once.
 """
 
 from __future__ import annotations

@@ -321,7 +321,7 @@ def test_cli_help_documents_columns_exit_codes_and_defaults():
         assert column in out
     assert "Exit codes: 0" in out and "1 done, some rows rejected" in out
     assert "--overwrite" in out and "_SUCCESS" in out
-    assert "replay_vs_broker.png" in out  # issue 29: every file it may write
+    assert "replay_vs_broker.png" in out  # every file it may write
     helps = [out] + [cli(*c, "--help")[1] for c in ([], ["demo"], ["gen-trace"])]
     for text in helps:
         assert "``" not in text and ":func:" not in text

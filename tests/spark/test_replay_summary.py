@@ -114,7 +114,7 @@ def test_size_plot_shows_total_and_top_partitions_in_words(plt):
     plt.close(empty)
 
 
-# -- issue 29: names whole, "... N more" everywhere, headers that fit the run ----
+# -- names whole, "... N more" everywhere, headers that fit the run -------------
 LONG = "payments-topic-eu-west-1-orders-v2-compacted"  # 44 characters
 
 

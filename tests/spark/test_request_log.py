@@ -352,7 +352,7 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, make: Any, expect: str) -> No
 
 
 def test_cli_refuses_a_log_without_request_lines_before_spark(tmp_path: Path) -> None:
-    """Issue 29 item 3: the first lines are read before Spark starts."""
+    """The first lines are read before Spark starts: no JVM for a wrong file."""
     log = tmp_path / "server.log"
     log.write_text("[2025-03-01 12:00:00,000] INFO started (kafka.Kafka)\n" * 3)
     code, out, err = _cli(str(log), str(tmp_path / "out"), timeout=60)

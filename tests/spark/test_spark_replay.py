@@ -164,7 +164,7 @@ def test_spark_csv_values_that_do_not_cast_are_rejected_not_fatal(spark, tmp_pat
             (r["reason"], r["request_id"], r["raw"], r["ts_ms"])
             for r in collect(frames.rejected)
         )
-        # raw: the text that failed (issue 29), where the typed column is null.
+        # raw: the text that failed, where the typed column is null.
         assert rejected == [
             ("invalid timeout_ms", 3, "ten", 4),
             ("invalid ts_ms", 2, "abc", None),
@@ -354,7 +354,7 @@ def test_spark_replay_to_rejects_every_copy_of_a_duplicate_id(spark, tmp_path):
 
 
 def test_summary_percentiles_are_nearest_rank(spark):
-    """Issue 29: p50 of {0, 10} ms is 0 (a latency a request had), not 5."""
+    """p50 of {0, 10} ms is 0 (a latency a request had), not 5."""
     from tickwheel.spark.job import summarize
 
     rows = [(1, "p", "completed", 0), (2, "p", "completed", 10)]

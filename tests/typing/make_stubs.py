@@ -3,10 +3,11 @@
 Type checkers name a class after the module whose ``class`` statement they
 read.  The classes users get from :mod:`tickwheel` are defined in private
 modules (the compiled ``_wheel``/``_purgatory``/``_kafka`` or their
-pure-Python twins, and ``_asyncio_wheel``/``_asyncio_loop`` behind
-:mod:`tickwheel.compat_asyncio`), so mypy showed ``tickwheel._wheel_py.TimerTask``
-where the API says ``tickwheel.TimerTask``.  This script writes the stubs that
-define those classes in their public modules, for type checkers only:
+pure-Python twins, and ``_asyncio_handles``/``_asyncio_wheel``/
+``_asyncio_loop`` behind :mod:`tickwheel.compat_asyncio`), so mypy showed
+``tickwheel._wheel_py.TimerTask`` where the API says ``tickwheel.TimerTask``.
+This script writes the stubs that define those classes in their public
+modules, for type checkers only:
 
 * ``src/tickwheel/__init__.pyi``: every class and function ``_impl`` takes from
   the twins (``TimerTask``, ``DelayedOperation``, ... and the private bases the

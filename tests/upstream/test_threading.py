@@ -46,8 +46,9 @@ class TimerTests(unittest.TestCase):
         self.callback_event = threading.Event()
 
     def test_init_immutable_default_args(self):
-        # Issue 17435: constructor defaults were mutable objects, they could be
-        # mutated via the object attributes and affect other Timer objects.
+        # CPython bpo-17435: constructor defaults were mutable objects, they
+        # could be mutated via the object attributes and affect other Timer
+        # objects.
         timer1 = self.Timer(0.01, self._callback_spy)
         timer1.start()
         self.callback_event.wait()

@@ -47,16 +47,11 @@ from pyspark.sql.types import (
 )
 
 from ._collect import collect
+from ._engine_checks import _check_lag, normalize_timeouts
+from ._engine_output import unpack_ids
+from ._engine_schemas import INPUT_COLUMNS, OUTPUT_SCHEMA, RECORD_SCHEMAS
 from ._remote import default_parallelism, is_connect, local_delete
-from .engine import (
-    INPUT_COLUMNS,
-    OUTPUT_SCHEMA,
-    RECORD_SCHEMAS,
-    _check_lag,
-    normalize_timeouts,
-    resolve_batches,
-    unpack_ids,
-)
+from .engine import resolve_batches
 
 _ARROW_TO_SPARK: dict[pa.DataType, DataType] = {
     pa.int64(): LongType(),

@@ -1,11 +1,12 @@
 """The replay engine's event loop in Python: the reference for ``_replay.pyx``.
 
-``engine._impl.select("spark._replay")`` picks the compiled loop when the
-extensions are in use and this module otherwise (``TICKWHEEL_NO_EXTENSIONS=1``,
-PyPy).  Both define the same names, and ``tests/test_replay_loop.py`` runs
-both on the same traces (several seeds, one or several timeout settings,
-with and without ISR lag) and requires identical outputs, row for row.  Read
-this one to see what the loop does; change both together.
+``_engine_sim`` picks, through ``_impl.select("spark._replay")``, the
+compiled loop when the extensions are in use and this module otherwise
+(``TICKWHEEL_NO_EXTENSIONS=1``, PyPy).  Both define the same names, and
+``tests/test_replay_loop.py`` runs both on the same traces (several seeds,
+one or several timeout settings, with and without ISR lag) and requires
+identical outputs, row for row.  Read this one to see what the loop does;
+change both together.
 
 One partition's events arrive as five columns, already validated and sorted
 by ``(ts_ms, kind)``.  For each event at time ``t``:

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ._collect import collect
+from ._engine_schemas import REJECT_REASONS
 from ._table import column_width, fit
-from .engine import REJECT_REASONS
 from .validate import InputInfo, inspect_input
 
 __all__ = ["read_events", "run_replay", "summarize"]
@@ -571,7 +571,7 @@ def run_replay(
         CLI's: Spark's log to a file); default: Spark's own console output
     :raises ReplayUsageError: (a ValueError) for bad arguments or input
     """
-    from .engine import _check_lag, normalize_timeouts
+    from ._engine_checks import _check_lag, normalize_timeouts
     from .validate import is_url, local_path
 
     out = sys.stdout if out is None else out
