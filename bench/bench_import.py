@@ -146,7 +146,8 @@ def main() -> None:
         default=None,
         metavar="DIR",
         help="keep the first import's OUTPUT there, to compare it with another "
-        "build's (bench/compare_import.py)",
+        "build's (row by row: git checkout 65a0ae3 -- "
+        "bench/compare_import.py)",
     )
     args = parser.parse_args()
     if args.quick:

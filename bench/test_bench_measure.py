@@ -114,21 +114,3 @@ def test_floor_ring_links_and_unlinks(kind):
     floor.close()
     assert [sys.getrefcount(nodes[i]) for i in range(3)] == [counts[0]] * 3
     assert floor.cancel(nodes[1]) is False
-
-
-def test_ring_floor_script_runs_each_floor_apart(capsys):
-    import ring_floor
-
-    assert ring_floor.main(["--rounds", "1", "--n", "2000", "--k", "100"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("W2-sliding, N = 2,000, 100 pending, 1 rounds")
-    assert [line.split()[0] for line in out[1:]] == list(ring_floor.IMPLS)
-    assert "1.00x floor-handle" in out[2]
-
-
-def test_ring_floor_script_refuses_bad_counts(capsys):
-    import ring_floor
-
-    with pytest.raises(SystemExit):
-        ring_floor.main(["--rounds", "0"])
-    assert "--rounds: must be at least 1, got 0" in capsys.readouterr().err

@@ -45,9 +45,9 @@ NOT_HERE = {
     r"python -m pytest": "the test suite itself (.ci/run's README test command)",
     r"pip install dist/": "a prebuilt wheel: tests/test_dist.py builds one and "
     "installs it in a venv without a compiler",
-    r"bench/stress\.py": "minutes of real threads at full load; tests/test_stress.py"
+    r"tests/reliability/stress\.py": "minutes of real threads at full load; tests/test_stress.py"
     " runs it smaller",
-    r"bench/leaks\.py": "fresh interpreters for minutes; tests/test_leaks.py "
+    r"tests/reliability/leaks\.py": "fresh interpreters for minutes; tests/test_leaks.py "
     "(marker leaks) runs the same checks",
     r"tests/asan/run\.sh": "needs clang and libclang-rt (apt-get) for its own "
     "AddressSanitizer build",

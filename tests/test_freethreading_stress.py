@@ -17,7 +17,7 @@ submitters race ``check_and_complete`` and expiry on shared keys.  Checked:
 With a GIL the threads interleave at switch points
 (``sys.setswitchinterval`` is shortened); on a free-threaded build with
 ``PYTHON_GIL=0`` they run at once on both cores.  ``tests/test_stress.py``
-(bench/stress.py) covers add/cancel/re-add with every executor kind.
+(tests/reliability/stress.py) covers add/cancel/re-add with every executor kind.
 """
 
 from __future__ import annotations

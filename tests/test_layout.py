@@ -33,12 +33,6 @@ def test_no_path_is_named_for_an_issue() -> None:
     assert named == []
 
 
-def test_the_public_api_variants_are_linked_where_they_are() -> None:
-    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    assert "](../bench/public_api_variants/README.md)" in design
-    assert (ROOT / "bench" / "public_api_variants" / "README.md").is_file()
-
-
 # A function a reader can hold on one screen (docstring, comments and blank
 # lines included).
 MAX_FUNCTION_LINES = 80

@@ -4,7 +4,7 @@ CI size: 200,000 add+cancel and 50,000 add+fire cycles per core, a few
 seconds.  RSS and tracemalloc must be flat after warm-up, the callable's and
 argument's reference counts unchanged, and a cycle of use must leave nothing
 for the cyclic GC.  The figures in docs/reliability.md come from the full run,
-``python bench/leaks.py`` (10,000,000 add+cancel, 1,000,000 add+fire).
+``python tests/reliability/leaks.py`` (10,000,000 add+cancel, 1,000,000 add+fire).
 """
 
 from __future__ import annotations

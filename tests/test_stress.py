@@ -1,11 +1,11 @@
-"""Concurrency stress at CI size: the code of ``bench/stress.py``, bounded.
+"""Concurrency stress at CI size: the code of ``tests/reliability/stress.py``, bounded.
 
 8 threads add, cancel and re-add (move) tasks on a live SystemTimer while its
 reaper fires, for each executor kind; then 8 threads submit, complete, check
 and withdraw purgatory operations.  Every task is accounted for (ran once,
 or cancelled and never ran; none early; ``len()`` back to 0) and a watchdog
 dumps all thread stacks and fails the test if a run hangs.  The full
-8 x 100,000 run is ``python bench/stress.py`` (figures in docs/reliability.md).
+8 x 100,000 run is ``python tests/reliability/stress.py`` (figures in docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-_PATH = pathlib.Path(__file__).resolve().parent.parent / "bench" / "stress.py"
+_PATH = pathlib.Path(__file__).resolve().parent / "reliability" / "stress.py"
 _spec = importlib.util.spec_from_file_location("tickwheel_bench_stress", _PATH)
 assert _spec is not None and _spec.loader is not None
 stress = importlib.util.module_from_spec(_spec)

@@ -6,7 +6,8 @@ is the fingerprint of c76dfaf's import of ``tests/data/request-sample.log.gz``
 (default options): each table's schema, row count and a digest of its rows
 (sorted, so file layout and row order do not matter), and ``summary.json``
 without its settings.  On a mismatch, compare the two outputs row by row
-with ``python bench/compare_import.py OLD NEW``.
+with ``python bench/compare_import.py OLD NEW`` (in git history:
+``git checkout 65a0ae3 -- bench/compare_import.py``).
 
 Regenerate (only for an intended change of the output, and say why in the
 commit): ``python tests/spark/test_import_golden.py OUTPUT >
@@ -83,8 +84,8 @@ def test_sample_import_matches_main(sample_import: Any) -> None:
 
 def test_sample_import_non_null_columns(sample_import: Any) -> None:
     """The columns the schema says are never null stay so (the fingerprint
-    holds types only; ``bench/compare_import.py`` compares nullability on
-    the bench's logs): c76dfaf wrote events with ``kind`` and
+    holds types only; ``bench/compare_import.py``, in git history, compared
+    nullability on the bench's logs): c76dfaf wrote events with ``kind`` and
     ``log_request_id`` non-null and every skipped column nullable."""
     import pyarrow.parquet as pq
 

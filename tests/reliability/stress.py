@@ -34,8 +34,8 @@ if a run takes longer than its bound, and the run then fails.
 
 Usage (the figures in docs/reliability.md come from the full run)::
 
-    python bench/stress.py                       # 8 threads x 100,000 ops, both cores
-    python bench/stress.py --threads 8 --ops 3000 --core pure
+    python tests/reliability/stress.py                       # 8 threads x 100,000 ops, both cores
+    python tests/reliability/stress.py --threads 8 --ops 3000 --core pure
 
 ``tests/test_stress.py`` runs the same code at CI size.
 """
