@@ -232,6 +232,8 @@ def variants(workloads: list[str], loops: list[str]) -> list[tuple[str, str, str
             out.append((w, loop, "cancel"))
             if w == "idle" and loop.startswith("tickwheel"):
                 out.append((w, loop, "postpone"))
+            elif w == "idle":  # the floor: no idle timeout at all
+                out.append((w, loop, "none"))
     return out
 
 
@@ -331,15 +333,16 @@ def table(summary: dict[str, Any]) -> str:
     lines = [head, "|---|---:|---:|---:|---:|"]
     for label_key, label in LABELS.items():
         w, m = label_key.split("/")
-        for mode in ("cancel", "postpone"):
-            if mode == "postpone" and (w != "idle" or m != "cpu_per_msg_s"):
+        for mode in ("cancel", "postpone", "none"):
+            if mode != "cancel" and (w != "idle" or m != "cpu_per_msg_s"):
                 continue
             cells = [cell(summary.get(f"{w}/{loop}/{mode}"), m) for loop in LOOPS]
             if all(c == "–" for c in cells):
                 continue
             if mode == "postpone":
                 label = "3: the same with `postpone()`"
-                cells[0] = cells[2] = "–"
+            elif mode == "none":
+                label = "3: no idle timeout at all (the floor)"
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -380,12 +383,13 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     ax1.set_title("1: aiohttp requests/s (higher is better)", fontsize=9)
     ax2.bar(names, [r["p99_s"] * 1e3 if r else 0 for r in http], color=colors)
     ax2.set_title("1: p99 latency, ms (lower is better)", fontsize=9)
-    width = 0.4
-    for i, mode in enumerate(("cancel", "postpone")):
+    width = 0.28
+    modes = {"cancel": "cancel + call_later", "postpone": "postpone()",
+             "none": "no timer (floor)"}  # fmt: skip
+    for i, (mode, label) in enumerate(modes.items()):
         rows = [summary.get(f"idle/{lp}/{mode}") for lp in LOOPS]
-        xs = [j + (i - 0.5) * width for j in range(len(LOOPS))]
-        label = "cancel + call_later" if mode == "cancel" else "postpone()"
-        color = "#1f77b4" if i == 0 else "#ff7f0e"
+        xs = [j + (i - 1) * width for j in range(len(LOOPS))]
+        color = ("#1f77b4", "#ff7f0e", "#cccccc")[i]
         heights = [r["cpu_per_msg_s"] * 1e6 if r else 0 for r in rows]
         ax3.bar(xs, heights, width, label=label, color=color)
     ax3.set_xticks(range(len(LOOPS)), names)
@@ -402,7 +406,8 @@ def render(data: dict[str, Any]) -> str:
     summary = data["summary"]
     return "\n\n".join([
         f"# A real server on four loops ({data['machine']})",
-        f"`{data['command']}`; {data['pinning']}; medians of the rounds, "
+        "; ".join(f"`{c}`" for c in dict.fromkeys(data["commands"].values()))
+        + f"; {data['pinning']}; medians of the rounds, "
         "ratios: medians of per-round ratios to the base loop.",
         table(summary),
         "Timers the servers' own code scheduled (summed over the rounds):",
@@ -448,31 +453,49 @@ def main(argv: list[str] | None = None) -> int:
               "apt-get install -y wrk) or leave out workload 1 with "
               "--workloads ws,idle", file=sys.stderr)  # fmt: skip
         return 2
-    if opts.render is not None:
-        data = json.loads(opts.render.read_text())
-    else:
-        cfg = dict(QUICK if opts.quick else FULL)
-        if opts.rounds is not None:
-            cfg["rounds"] = cfg["ws_rounds"] = opts.rounds
-        runs = measure(opts, cfg)
-        data = {
-            "machine": machine(), "config": cfg, "runs": runs,
-            "command": "python bench/bench_server.py " + " ".join(argv or sys.argv[1:]),
-            "pinning": (f"server on CPU {SERVER_CPU[-1]}, load on CPU {LOAD_CPU[-1]}"
-                        if SERVER_CPU else "not pinned (fewer than 2 CPUs)"),
-            "summary": summarise(runs),
-        }  # fmt: skip
-    text = render(data)
-    print(text)
     out = opts.out or opts.render
     if out is None and not opts.quick:
         out = HERE / "results" / f"server-{machine()}.json"
+    if opts.render is not None:
+        data = json.loads(opts.render.read_text())
+    else:
+        data = measure_into(opts, argv, out)
+    text = render(data)
+    print(text)
     if out is not None:
         if opts.render is None:
             out.write_text(json.dumps(data, indent=1) + "\n")
         out.with_suffix(".md").write_text(text)
         plot(data["summary"], out.with_suffix(".png"))
     return 0
+
+
+def measure_into(
+    opts: argparse.Namespace, argv: list[str] | None, out: Path | None
+) -> dict[str, Any]:
+    """Measure; the workloads not run this time keep their runs from ``out``."""
+    cfg = dict(QUICK if opts.quick else FULL)
+    if opts.rounds is not None:
+        cfg["rounds"] = cfg["ws_rounds"] = opts.rounds
+    runs = measure(opts, cfg)
+    command = "python bench/bench_server.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    data: dict[str, Any] = {"commands": {}, "runs": {}}
+    if out is not None and out.exists():
+        data = json.loads(out.read_text())
+    for w in opts.workloads:
+        data["runs"] = {
+            k: v for k, v in data["runs"].items() if not k.startswith(w + "/")
+        }
+        data["commands"][w] = command
+    data["runs"].update(runs)
+    data.update(
+        machine=machine(), config=cfg, summary=summarise(data["runs"]),
+        pinning=(f"server on CPU {SERVER_CPU[-1]}, load on CPU {LOAD_CPU[-1]}"
+                 if SERVER_CPU else "not pinned (fewer than 2 CPUs)"),
+    )  # fmt: skip
+    return data
 
 
 if __name__ == "__main__":

@@ -63,8 +63,11 @@ def rss_bytes() -> int:
 class Window:
     """What the server counts between ``mark`` and ``stats``."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 0) -> None:
         self.messages = 0
+        # callgrind_server.py: the server stops after ``limit`` messages.
+        self.limit = limit or sys.maxsize
+        self.reached: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.cpu0 = time.process_time()
         self.wall0 = time.perf_counter()
         self.gc_pauses: list[float] = []
@@ -76,6 +79,10 @@ class Window:
             self._gc_start = time.perf_counter()
         else:
             self.gc_pauses.append(time.perf_counter() - self._gc_start)
+
+    def hit(self) -> None:
+        if not self.reached.done():
+            self.reached.set_result(None)
 
     def mark(self) -> None:
         self.messages = 0
@@ -119,6 +126,8 @@ async def serve_http(opts: argparse.Namespace, window: Window, timers: Timers) -
 
     async def handler(_request: web.Request) -> web.Response:
         window.messages += 1
+        if window.messages >= window.limit:
+            window.hit()
         timers.scheduled += 1
         # A real handler's timeout around its (here in-memory) database call.
         async with asyncio.timeout(opts.timeout) as cm:
@@ -180,17 +189,26 @@ class IdleProtocol(asyncio.Protocol):
         self.opts, self.window, self.timers = opts, window, timers
         self.loop = asyncio.get_running_loop()
         self.postpone = opts.mode == "postpone"
+        self.timer = opts.mode != "none"  # none: the floor, no timer at all
         self.handle: Any = None
         self.deadline = 0.0
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        if not self.timer:
+            return
         self.deadline = self.loop.time() + self.opts.idle
         self.handle = self.loop.call_later(self.opts.idle, self.expire)
         self.timers.scheduled += 1
 
     def data_received(self, data: bytes) -> None:
-        self.window.messages += data.count(b"\n")
+        window = self.window
+        window.messages += data.count(b"\n")
+        if window.messages >= window.limit:
+            window.hit()
+        if not self.timer:
+            self.transport.write(data)
+            return
         idle = self.opts.idle
         self.deadline = self.loop.time() + idle
         if self.postpone:
@@ -238,7 +256,7 @@ SERVERS: dict[str, Callable[..., Coroutine[Any, Any, Any]]] = {
 
 async def serve_main(opts: argparse.Namespace) -> None:
     """Start the workload's server and answer the control port until ``final``."""
-    window, timers = Window(), Timers()
+    window, timers = Window(opts.exit_after), Timers()
     port, close = await SERVERS[opts.workload](opts, window, timers)
     done = asyncio.get_running_loop().create_future()
 
@@ -265,8 +283,10 @@ async def serve_main(opts: argparse.Namespace) -> None:
 
     ctl = await asyncio.start_server(control, "127.0.0.1", 0)
     print("PORTS", port, ctl.sockets[0].getsockname()[1], flush=True)
-    await done
+    await asyncio.wait([done, window.reached], return_when=asyncio.FIRST_COMPLETED)
     ctl.close()
+    if not done.done():  # the message limit: close as ``final`` would
+        await close()
 
 
 def pending_timers(loop_name: str) -> int | None:
@@ -406,7 +426,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     c.add_argument("--interval-max", type=float, default=0.050)
     for q in (s, c):
         q.add_argument("--idle", type=float, default=3.0, help="idle timeout, s")
-    s.add_argument("--mode", choices=("cancel", "postpone"), default="cancel")
+    s.add_argument("--mode", choices=("cancel", "postpone", "none"), default="cancel")
+    s.add_argument("--exit-after", type=int, default=0, help="messages, 0: never")
     s.add_argument("--timeout", type=float, default=10.0, help="handler timeout, s")
     s.add_argument("--ping-interval", type=float, default=20.0)
     return p.parse_args(argv)
