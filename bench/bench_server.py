@@ -39,10 +39,15 @@ LOAD = [sys.executable, str(HERE / "server_load.py")]
 LOOPS = ("asyncio", "tickwheel", "uvloop", "tickwheel-uvloop")
 BASE = {"tickwheel": "asyncio", "tickwheel-uvloop": "uvloop"}
 FULL = {
-    "rounds": 5, "ws_rounds": 3, "seconds": 4.0, "wrk_conns": 256,
-    "ws_conns": 15_000, "ws_procs": 3, "ws_seconds": 20.0, "ping": 20.0,
+    "rounds": 5, "ws_rounds": 2, "seconds": 4.0, "wrk_conns": 256,
+    "ws_conns": 6_000, "ws_procs": 3, "ws_seconds": 10.0, "ping": 20.0,
     "ws_rate": 50.0, "idle_conns": 10_000, "idle_procs": 2, "idle": 3.0,
 }  # fmt: skip
+CONFIG = {  # which settings each workload reads
+    "http": ("rounds", "seconds", "wrk_conns"),
+    "ws": ("ws_rounds", "ws_conns", "ws_procs", "ws_seconds", "ping", "ws_rate"),
+    "idle": ("rounds", "seconds", "idle_conns", "idle_procs", "idle"),
+}
 QUICK = {
     "rounds": 1, "ws_rounds": 1, "seconds": 1.0, "wrk_conns": 32,
     "ws_conns": 300, "ws_procs": 2, "ws_seconds": 2.0, "ping": 0.5,
@@ -204,8 +209,10 @@ def run_idle(loop: str, mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
     idle = str(cfg["idle"])
     server = Server("idle", loop, "--mode", mode, "--idle", idle)
     try:
+        # Without a timer nothing closes them: the clients need not wait.
+        wait = idle if mode != "none" else "0"
         clients = Clients("idle", server.port, cfg["idle_conns"], cfg["idle_procs"],
-                          "--idle", idle)  # fmt: skip
+                          "--idle", wait)  # fmt: skip
         clients.say("go")
         time.sleep(min(1.0, cfg["seconds"]))  # every connection sending
         server.ask("mark")
@@ -412,7 +419,8 @@ def render(data: dict[str, Any]) -> str:
         table(summary),
         "Timers the servers' own code scheduled (summed over the rounds):",
         timers_table(summary),
-        "Configuration: `" + json.dumps(data["config"]) + "`",
+        "Configuration of each workload's run: `"
+        + json.dumps(data["configs"]) + "`",
     ]) + "\n"  # fmt: skip
 
 
@@ -427,7 +435,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--workloads", default="http,ws,idle", help="comma-separated subset")
     p.add_argument("--loops", default=",".join(LOOPS), help="comma-separated subset")
-    p.add_argument("--rounds", type=int, help="rounds (default: 5, ws 3; quick 1)")
+    p.add_argument("--rounds", type=int, help="rounds (default: 5, ws 2; quick 1)")
     p.add_argument("--out", type=Path, help="results JSON (default: bench/results/"
                    "server-<machine>.json; not written with --quick)")  # fmt: skip
     p.add_argument(
@@ -481,7 +489,7 @@ def measure_into(
     command = "python bench/bench_server.py " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
-    data: dict[str, Any] = {"commands": {}, "runs": {}}
+    data: dict[str, Any] = {"commands": {}, "configs": {}, "runs": {}}
     if out is not None and out.exists():
         data = json.loads(out.read_text())
     for w in opts.workloads:
@@ -489,9 +497,10 @@ def measure_into(
             k: v for k, v in data["runs"].items() if not k.startswith(w + "/")
         }
         data["commands"][w] = command
+        data["configs"][w] = {k: v for k, v in cfg.items() if k in CONFIG[w]}
     data["runs"].update(runs)
     data.update(
-        machine=machine(), config=cfg, summary=summarise(data["runs"]),
+        machine=machine(), summary=summarise(data["runs"]),
         pinning=(f"server on CPU {SERVER_CPU[-1]}, load on CPU {LOAD_CPU[-1]}"
                  if SERVER_CPU else "not pinned (fewer than 2 CPUs)"),
     )  # fmt: skip

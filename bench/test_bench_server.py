@@ -33,7 +33,7 @@ def test_quick_ws_and_idle(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     summary = data["summary"]
-    conns = data["config"]["idle_conns"]
+    conns = data["configs"]["idle"]["idle_conns"]
     # Four loops for ws; for idle, postpone() on the two tickwheel loops too,
     # and the floor (no timer) on the two base loops.
     assert sorted(k for k in summary if k.startswith("ws/")) == [
@@ -55,7 +55,7 @@ def test_quick_ws_and_idle(tmp_path):
         if key.endswith("/postpone"):
             assert t["scheduled"] == conns and t["moved"] > conns, key
     for run_ in data["runs"]["ws/asyncio/cancel"]:
-        assert run_["connections"] == data["config"]["ws_conns"]
+        assert run_["connections"] == data["configs"]["ws"]["ws_conns"]
         assert run_["echoes"] > 0
     assert out.with_suffix(".md").read_text().count("| 3: the same with") == 1
     assert out.with_suffix(".png").stat().st_size > 0
