@@ -328,9 +328,10 @@ LABELS = {
     "ws/rss_mb": "2: websockets, idle connections: RSS",
     "ws/idle_cpu_pct": "2: server CPU (pings + trickle)",
     "ws/rtt_p99_s": "2: echo round trip p99",
-    "ws/gc_p99_s": "2: GC pause p99", "ws/gc_max_s": "2: GC pause max",
+    "ws/gc_p99_s": "2: GC pause p99 (CPU time)",
+    "ws/gc_max_s": "2: GC pause max (CPU time)",
     "idle/cpu_per_msg_s": "3: idle timeout moved per message: CPU per message",
-    "idle/msgs_per_s": "3: messages/s served", "idle/cpu_pct": "3: server CPU",
+    "idle/msgs_rate": "3: messages/s served", "idle/cpu_pct": "3: server CPU",
 }  # fmt: skip
 
 
@@ -468,11 +469,11 @@ def main(argv: list[str] | None = None) -> int:
         data = json.loads(opts.render.read_text())
     else:
         data = measure_into(opts, argv, out)
+        if out is not None:  # first: the runs are kept even if rendering fails
+            out.write_text(json.dumps(data, indent=1) + "\n")
     text = render(data)
     print(text)
     if out is not None:
-        if opts.render is None:
-            out.write_text(json.dumps(data, indent=1) + "\n")
         out.with_suffix(".md").write_text(text)
         plot(data["summary"], out.with_suffix(".png"))
     return 0

@@ -75,10 +75,12 @@ class Window:
         gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, _info: dict[str, int]) -> None:
+        # CPU time, not wall time: on a shared host the wall time of a
+        # collection includes the time the process was not running.
         if phase == "start":
-            self._gc_start = time.perf_counter()
+            self._gc_start = time.thread_time()
         else:
-            self.gc_pauses.append(time.perf_counter() - self._gc_start)
+            self.gc_pauses.append(time.thread_time() - self._gc_start)
 
     def hit(self) -> None:
         if not self.reached.done():
