@@ -14,7 +14,7 @@ the load (wrk, clients) to the second (``taskset``).  ``wrk`` is a Debian
 package: ``apt-get install -y wrk``.  Workloads, tables and how to read them:
 bench/README.md ("A real server").
 
-    python bench/bench_server.py            # full run (~20 min), writes results
+    python bench/bench_server.py            # full run (~30 min), writes results
     python bench/bench_server.py --quick    # smoke run (~1 min)
 """
 
