@@ -115,8 +115,9 @@ class Timers:
     def __init__(self) -> None:
         self.scheduled = self.fired = self.cancelled = self.early = 0
         self.moved = 0
+        self.max_early_s = 0.0  # the most any callback ran early, if at all
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, float]:
         return dict(vars(self))
 
 
@@ -225,8 +226,12 @@ class IdleProtocol(asyncio.Protocol):
 
     def expire(self) -> None:
         self.timers.fired += 1
-        if self.loop.time() < self.deadline:
-            self.timers.early += 1
+        early = self.deadline - self.loop.time()
+        if early > 0:
+            self.timers.max_early_s = max(self.timers.max_early_s, early)
+            # More than float rounding of ``time() + delay`` (about 1e-12 s).
+            if early > 1e-9:
+                self.timers.early += 1
         self.handle = None
         self.transport.close()
 
