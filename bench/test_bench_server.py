@@ -1,0 +1,94 @@
+"""bench_server.py's smoke mode (``--quick``): every workload on every loop.
+
+The numbers of a quick run mean nothing; what is asserted is what must hold
+on any machine: every run finished, every timer the servers scheduled fired
+or was cancelled, none ran before its deadline, none is left pending.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent / "bench_server.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_quick_ws_and_idle(tmp_path):
+    out = tmp_path / "server.json"
+    proc = run("--quick", "--workloads", "ws,idle", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    summary = data["summary"]
+    conns = data["configs"]["idle"]["idle_conns"]
+    # Four loops for ws; for idle, postpone() on the two tickwheel loops too,
+    # and the floor (no timer) on the two base loops.
+    assert sorted(k for k in summary if k.startswith("ws/")) == [
+        "ws/asyncio/cancel", "ws/tickwheel-uvloop/cancel",
+        "ws/tickwheel/cancel", "ws/uvloop/cancel",
+    ]  # fmt: skip
+    idle = {k: v for k, v in summary.items() if k.startswith("idle/")}
+    assert len(idle) == 8
+    for key, row in idle.items():
+        if key.endswith("/none"):  # the floor: no timer
+            assert row["timers"]["scheduled"] == 0, key
+            continue
+        t = row["timers"]
+        # Each connection's idle timeout fired once the clients went quiet.
+        assert t["fired"] == conns, key
+        assert t["lost"] == 0 and t["early"] == 0, key
+        assert t.get("pending", 0) == 0, key
+        assert row["cpu_per_msg_s"] > 0, key
+        if key.endswith("/postpone"):
+            assert t["scheduled"] == conns and t["moved"] > conns, key
+    for run_ in data["runs"]["ws/asyncio/cancel"]:
+        assert run_["connections"] == data["configs"]["ws"]["ws_conns"]
+        assert run_["echoes"] > 0
+    assert out.with_suffix(".md").read_text().count("| 3: the same with") == 1
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_quick_http(tmp_path):
+    out = tmp_path / "server.json"
+    proc = run("--quick", "--workloads", "http", "--out", str(out))
+    if shutil.which("wrk") is None:
+        # Without wrk: one clear line saying how to install it, exit 2.
+        assert proc.returncode == 2
+        assert proc.stderr.count("\n") == 1 and "apt-get install -y wrk" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(out.read_text())["summary"]
+    assert len(summary) == 4
+    for key, row in summary.items():
+        t = row["timers"]
+        assert row["rps"] > 0 and row["p99_s"] >= row["p50_s"] > 0, key
+        # One asyncio.timeout per request, left before its deadline.
+        assert t["scheduled"] > 0 and t["cancelled"] == t["scheduled"], key
+        assert t["lost"] == 0 and t.get("pending", 0) == 0, key
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--loops", "trio"], "--loops: unknown 'trio'"),
+        (["--workloads", "grpc"], "--workloads: unknown 'grpc'"),
+        (["--rounds", "0"], "--rounds must be >= 1, got 0"),
+    ],
+)
+def test_bad_arguments(args, named):
+    proc = run(*args)
+    assert proc.returncode == 2
+    assert named in proc.stderr
