@@ -45,10 +45,10 @@ NOT_HERE = {
     r"python -m pytest": "the test suite itself (.ci/run's README test command)",
     r"pip install dist/": "a prebuilt wheel: tests/test_dist.py builds one and "
     "installs it in a venv without a compiler",
-    r"tests/reliability/stress\.py": "minutes of real threads at full load; tests/test_stress.py"
-    " runs it smaller",
-    r"tests/reliability/leaks\.py": "fresh interpreters for minutes; tests/test_leaks.py "
-    "(marker leaks) runs the same checks",
+    r"tests/reliability/stress\.py": "minutes of real threads at full load; "
+    "tests/test_stress.py runs it smaller",
+    r"tests/reliability/leaks\.py": "fresh interpreters for minutes; "
+    "tests/test_leaks.py (marker leaks) runs the same checks",
     r"tests/asan/run\.sh": "needs clang and libclang-rt (apt-get) for its own "
     "AddressSanitizer build",
     r"thread-sanitizer|t-tsan|\.ci/tsan|fsanitize=thread|TSAN_OPTIONS":

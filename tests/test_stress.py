@@ -5,7 +5,8 @@ reaper fires, for each executor kind; then 8 threads submit, complete, check
 and withdraw purgatory operations.  Every task is accounted for (ran once,
 or cancelled and never ran; none early; ``len()`` back to 0) and a watchdog
 dumps all thread stacks and fails the test if a run hangs.  The full
-8 x 100,000 run is ``python tests/reliability/stress.py`` (figures in docs/reliability.md).
+8 x 100,000 run is ``python tests/reliability/stress.py`` (figures in
+docs/reliability.md).
 """
 
 from __future__ import annotations

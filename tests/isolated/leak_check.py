@@ -1,4 +1,6 @@
-"""Leak check, run in a fresh interpreter (tests/test_leaks.py, tests/reliability/leaks.py).
+"""Leak check, run in a fresh interpreter.
+
+Used by tests/test_leaks.py and tests/reliability/leaks.py.
 
 Why a separate process: RSS and tracemalloc are only meaningful when nothing
 else (pytest, other tests) allocates meanwhile.

@@ -5,7 +5,8 @@ prints a Markdown table (RSS and tracemalloc deltas after warm-up, reference
 counts, what the cyclic GC found).  ``tests/test_leaks.py`` runs the same
 script at CI size.
 
-    python tests/reliability/leaks.py [--cancel N] [--fire N] [--core c|pure|both] [--json out.json]
+    python tests/reliability/leaks.py [--cancel N] [--fire N]
+        [--core c|pure|both] [--json out.json]
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ if a run takes longer than its bound, and the run then fails.
 
 Usage (the figures in docs/reliability.md come from the full run)::
 
-    python tests/reliability/stress.py                       # 8 threads x 100,000 ops, both cores
+    python tests/reliability/stress.py         # 8 threads x 100,000 ops, both cores
     python tests/reliability/stress.py --threads 8 --ops 3000 --core pure
 
 ``tests/test_stress.py`` runs the same code at CI size.
@@ -51,6 +51,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 _monotonic_ns = time.monotonic_ns
@@ -67,6 +68,7 @@ def _core(core: str) -> tuple[Any, Any, Any, Any]:
     For ``core`` in {"c", "pure"}: ``tickwheel`` itself (the compiled core is
     then required) or its copy built on the twins.
     """
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/twins.py
     from twins import twin_package
 
     import tickwheel
