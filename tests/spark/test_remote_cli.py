@@ -62,15 +62,16 @@ def test_remote_without_the_connect_client_is_one_line(
     from tickwheel.spark import _remote
     from tickwheel.spark.validate import ReplayUsageError
 
+    client = {"grpc", "grpc_status", "google.protobuf", "zstandard"}
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: None if name == "zstandard" else real(name, *a),
+        lambda name, *a: None if name in client else real(name, *a),
     )
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
         url = f"sc://127.0.0.1:{server.getsockname()[1]}"
-        with pytest.raises(ReplayUsageError, match=r"zstandard .*pyspark\[connect\]"):
+        with pytest.raises(ReplayUsageError, match=r"grpc is not .*pyspark\[connect\]"):
             _remote.check_remote(url, str(tmp_path / "o"))
