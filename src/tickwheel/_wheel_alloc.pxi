@@ -33,6 +33,9 @@ cdef extern from "_wheel_struct.h":
     PyObject *PyObject_Init(PyObject *o, PyTypeObject *t) noexcept
     void *PyObject_Malloc(size_t n) noexcept
     PyTypeObject *TW_TYPE "Py_TYPE"(PyObject *o) noexcept
+    void TW_TASK_FILL_CHECK() noexcept
+
+TW_TASK_FILL_CHECK()
 
 
 cdef inline TimerTask _made_task(PyObject *fn, int64_t expiration, long long delay_ms,

@@ -31,6 +31,32 @@
     t_->_claim = 0; \
     t_->_early_ns = (early); \
 } while (0)
+/* TW_TASK_FILL writes every field of TimerTaskEntry and TimerTask, in
+   the order _wheel.pxd declares them.  This check stops the build (a
+   negative array size) unless those fields, listed here in the same
+   order, follow the object header back to back and end the struct: a
+   field added to either class and not to this list (and to TW_TASK_FILL)
+   breaks the chain.  tests/test_task_fill.py keeps the list, the macro
+   and _wheel.pxd's fields the same. */
+#define TW_ENTRY_T struct __pyx_obj_9tickwheel_6_wheel_TimerTaskEntry
+#define TW_TASK_T struct __pyx_obj_9tickwheel_6_wheel_TimerTask
+#define TW_END_OF(T, f) (offsetof(T, f) + sizeof(((T *)0)->f))
+#define TW_NEXT_TO(T, a, b) (TW_END_OF(T, a) == offsetof(T, b))
+#define TW_TASK_FILL_CHECK() ((void)sizeof(char[( \
+    offsetof(TW_ENTRY_T, _expiration_ms) == sizeof(PyObject) \
+    && TW_NEXT_TO(TW_ENTRY_T, _expiration_ms, _prev) \
+    && TW_NEXT_TO(TW_ENTRY_T, _prev, _next) \
+    && TW_NEXT_TO(TW_ENTRY_T, _next, _list) \
+    && TW_END_OF(TW_ENTRY_T, _list) == sizeof(TW_ENTRY_T) \
+    && offsetof(TW_TASK_T, _fn) == sizeof(TW_ENTRY_T) \
+    && TW_NEXT_TO(TW_TASK_T, _fn, _args) \
+    && TW_NEXT_TO(TW_TASK_T, _args, _delay_ms) \
+    && TW_NEXT_TO(TW_TASK_T, _delay_ms, _state) \
+    && TW_NEXT_TO(TW_TASK_T, _state, _spent) \
+    && TW_NEXT_TO(TW_TASK_T, _spent, _delay_is_int) \
+    && TW_NEXT_TO(TW_TASK_T, _delay_is_int, _claim) \
+    && TW_NEXT_TO(TW_TASK_T, _claim, _early_ns) \
+    && TW_END_OF(TW_TASK_T, _early_ns) == sizeof(TW_TASK_T)) ? 1 : -1]))
 /* The bodies of TimerTask's and TimerTaskEntry's tp_dealloc in one
    (Cython's, without their finalizer test). */
 #define TW_TASK_CLEAR(o) do { \
