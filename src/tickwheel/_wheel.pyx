@@ -119,6 +119,33 @@ include "_wheel_fastcall.pxi"
 include "_wheel_loop.pxi"
 
 
+# -- installed methods ----------------------------------------------------------
+# What runs for these five methods is the C function named here, not the
+# class body's def of the same name: each is written into its type's dict
+# as a METH_FASTCALL (or METH_NOARGS) method descriptor, which skips the
+# **kwargs dict and the CyFunction call adapter Cython gives a def
+# (docs/design.md, "CPython internals", has the measurements).  The class
+# body's def carries the docstring and signature only, and says so.
+# _installed_methods() returns this table; tests/test_installed_methods.py
+# checks each entry against the types and the class bodies.
+_install_fastcall(&_schedule_def, "schedule", <void *>_schedule_fastcall,
+                  "$self, delay_ms, fn, /, *args, **kwargs")
+_install_fastcall(&_schedule_as_def, "schedule_as", <void *>_schedule_as_fastcall,
+                  "$self, task_type, delay_ms, fn, /, *args")
+_install_fastcall(&_loop_call_later_def, "_loop_call_later",
+                  <void *>_loop_call_later_fastcall,
+                  "$self, delay, callback, *args, context=None")
+_install_fastcall(&_loop_call_at_def, "_loop_call_at", <void *>_loop_call_at_fastcall,
+                  "$self, when, callback, *args, context=None")
+_install_method(<PyTypeObject *>TimerTask, &_cancel_def, "cancel", <void *>_cancel_noargs,
+                METH_NOARGS, "$self, /")
+
+
+def _installed_methods():
+    """(type name, method name, signature) of each method installed above."""
+    return tuple(_INSTALLED)
+
+
 cdef PyObject *_task_alloc(PyTypeObject *t, Py_ssize_t n) noexcept:
     # TimerTask's tp_alloc: sizeof(TimerTask) is a constant here.
     return tw_freelist_alloc(t, n, sizeof(TimerTask))

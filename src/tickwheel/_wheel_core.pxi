@@ -214,6 +214,9 @@ Initialize self.  See help(type(self)) for accurate signature."""
             raise TypeError(f"task must be a TimerTask, got {task!r}")
         _timer_add(self, <TimerTask>task)
 
+    # Installed: runs _schedule_fastcall (_wheel_fastcall.pxi),
+    # put in the type's dict at import (the table at the end of
+    # _wheel.pyx); this def carries the docstring and is never called.
     def schedule(self, delay_ms, fn, /, *args, **kwargs):
         """Run ``fn(*args, **kwargs)`` in ``delay_ms`` milliseconds.
 
@@ -223,10 +226,10 @@ Initialize self.  See help(type(self)) for accurate signature."""
         :raises TypeError: if ``fn`` is not callable
         :raises RuntimeError: if the timer is closed
         """
-        if not callable(fn):
-            raise TypeError(f"fn must be callable, got {fn!r}")
-        return _thread_lane(self)._schedule(delay_ms, fn, args, kwargs)
 
+    # Installed: runs _schedule_as_fastcall (_wheel_fastcall.pxi),
+    # put in the type's dict at import (the table at the end of
+    # _wheel.pyx); this def carries the docstring and is never called.
     def schedule_as(self, task_type, delay_ms, fn, /, *args):
         """Like schedule(), but the task is a new instance of ``task_type``.
 
@@ -241,12 +244,10 @@ Initialize self.  See help(type(self)) for accurate signature."""
         :raises TypeError: if ``task_type`` is not a TimerTask subclass or
             ``fn`` is not callable
         """
-        if not (isinstance(task_type, type) and issubclass(task_type, TimerTask)):
-            raise TypeError(f"task_type must be a TimerTask subclass, got {task_type!r}")
-        if not callable(fn):
-            raise TypeError(f"fn must be callable, got {fn!r}")
-        return _thread_lane(self)._schedule_as(task_type, delay_ms, fn, args)
 
+    # Installed: runs _loop_call_later_fastcall (_wheel_loop.pxi),
+    # put in the type's dict at import (the table at the end of
+    # _wheel.pyx); this def carries the docstring and is never called.
     def _loop_call_later(self, delay, callback, *args, context=None):
         """An event loop's ``call_later`` on this wheel (tickwheel's asyncio loop).
 
@@ -262,8 +263,10 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
         :return: the new handle, already added
         """
-        return _loop_call_later_py(self, delay, callback, args, context)
 
+    # Installed: runs _loop_call_at_fastcall (_wheel_loop.pxi),
+    # put in the type's dict at import (the table at the end of
+    # _wheel.pyx); this def carries the docstring and is never called.
     def _loop_call_at(self, when, callback, *args, context=None):
         """An event loop's ``call_at`` on this wheel (tickwheel's asyncio loop).
 
@@ -275,9 +278,6 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
         :return: the new handle, already added
         """
-        if context is None:
-            return self.call_at(when, callback, *args)
-        return self.call_at(when, callback, *args, context=context)
 
     @cython.final
     cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,

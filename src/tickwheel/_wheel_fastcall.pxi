@@ -9,8 +9,9 @@
 # replaces TimerCore.schedule with a METH_FASTCALL | METH_KEYWORDS method
 # descriptor (public C API) that builds the dict only when keywords are
 # given, written into the type's dict at import through _compat.h's
-# tw_type_dict.  Issue 18 measured it: the def costs 17 % more on W1 and
-# 15 % on W2-sliding, and 11 % / 10 % with @cython.binding(False).
+# tw_type_dict: Cython's def costs W1 and W2-sliding about a sixth more
+# (docs/design.md, "CPython internals", has the measurements).  The table
+# at the end of _wheel.pyx installs every such method.
 
 from cpython.tuple cimport PyTuple_GET_SIZE
 
@@ -160,6 +161,8 @@ cdef tuple _EMPTY = ()
 cdef PyMethodDef _schedule_def, _schedule_as_def, _loop_call_later_def, _loop_call_at_def
 cdef PyMethodDef _cancel_def
 cdef list _FASTCALL_STRINGS = []
+# (type name, method name, signature) of every method installed so far.
+cdef list _INSTALLED = []
 
 
 cdef int _install_fastcall(PyMethodDef *d, str name, void *meth, str signature) except -1:
@@ -183,22 +186,15 @@ cdef int _install_method(PyTypeObject *t, PyMethodDef *d, str name, void *meth,
     d.ml_meth = meth
     d.ml_flags = flags
     d.ml_doc = doc
+    _INSTALLED.append(((<object>t).__name__, name, signature))
     cdef dict tp_dict = tw_type_dict(t)
     tp_dict[name] = PyDescr_NewMethod(t, d)
     PyType_Modified(t)
     return 0
 
 
-_install_fastcall(&_schedule_def, "schedule", <void *>_schedule_fastcall,
-                  "$self, delay_ms, fn, /, *args, **kwargs")
-_install_fastcall(&_schedule_as_def, "schedule_as", <void *>_schedule_as_fastcall,
-                  "$self, task_type, delay_ms, fn, /, *args")
 
 
 cdef object _cancel_noargs(object self, PyObject *unused):
     # TimerTask.cancel as METH_NOARGS (the descriptor has checked the type).
     return _task_cancel(<TimerTask>self)
-
-
-_install_method(<PyTypeObject *>TimerTask, &_cancel_def, "cancel", <void *>_cancel_noargs,
-                METH_NOARGS, "$self, /")

@@ -139,10 +139,3 @@ cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t narg
     if wake:
         core._on_wake()
     return task
-
-
-_install_fastcall(&_loop_call_later_def, "_loop_call_later",
-                  <void *>_loop_call_later_fastcall,
-                  "$self, delay, callback, *args, context=None")
-_install_fastcall(&_loop_call_at_def, "_loop_call_at", <void *>_loop_call_at_fastcall,
-                  "$self, when, callback, *args, context=None")

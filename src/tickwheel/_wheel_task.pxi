@@ -183,6 +183,9 @@ Initialize self.  See help(type(self)) for accurate signature."""
     @cython.binding(False)
     @cython.embedsignature(True)
     @cython.embedsignature.format("clinic")
+    # Installed: runs _cancel_noargs (_wheel_fastcall.pxi),
+    # put in the type's dict at import (the table at the end of
+    # _wheel.pyx); this def carries the docstring and is never called.
     def cancel(self):
         """Stop the task from running.
 
@@ -194,7 +197,6 @@ Initialize self.  See help(type(self)) for accurate signature."""
         :return: True iff the task was pending (or linked in a bucket by
             TimerTaskList.add) and now never runs
         """
-        return _task_cancel(self)
 
     # METH_O, like cancel(): no CyFunction vectorcall adapter per call.
     @cython.binding(False)
