@@ -5,10 +5,10 @@
 
 # -- the operations' and shards' lock ----------------------------------------------
 # With a GIL, _Lock uses the GIL as its mutex: an uncontended acquire is a
-# flag test and store, with no system lock allocated.  Issue 18 measured the
-# alternative, a PyThread_type_lock per lock (public API, correct without a
-# GIL): 5.7 % more instructions per purgatory request (docs/design.md
-# "CPython internals"), so the flag stays there.  On a free-threaded build
+# flag test and store, with no system lock allocated.  The alternative, a
+# PyThread_type_lock per lock (public API, correct without a GIL), costs
+# the purgatory more instructions per request (docs/design.md, "CPython
+# internals", has the measurement), so the flag stays there.  On a free-threaded build
 # (Py_GIL_DISABLED) a PyMutex in the lock (``_mu``, _ftlock.h; compiled out
 # with a GIL) takes the GIL's place: see "How it works" below.
 

@@ -346,8 +346,8 @@ cdef inline int _level_link(TimerCore core, TimerTaskEntry entry,
     changes from one call to the next; here every level's comparison is
     independent of the others and their sum is the level: the first one
     whose interval holds the entry (the test only ever turns true going up:
-    see _wheel_link).  W2 on 3.14 and 3.15: 1-3 % less time, tickwheel ÷
-    floor-handle 1.186 -> 1.155 and 1.164 -> 1.148 (bench/README.md).
+    see _wheel_link).  That is a few per cent less time on W2-sliding
+    (docs/design.md, "What a schedule waits for", has the measurements).
     """
     cdef int n = core._nlevels
     cdef int k = 0
