@@ -19,7 +19,9 @@ import pytest
 pytestmark = pytest.mark.c_extension
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tickwheel"
-NOTE = re.compile(r"^    # Installed: runs (\w+) \((\w+\.pxi)\),\n(?:    #.*\n)*    def (\w+)\(", re.M)
+NOTE = re.compile(
+    r"^    # Installed: runs (\w+) \((\w+\.pxi)\),\n(?:    #.*\n)*    def (\w+)\(", re.M
+)
 
 
 def _table() -> tuple[tuple[str, str, str], ...]:
@@ -51,7 +53,9 @@ def test_installed_methods_table_lists_the_five() -> None:
 
 
 @pytest.mark.parametrize("entry", range(5))
-def test_installed_method_is_a_c_descriptor_with_the_table_signature(entry: int) -> None:
+def test_installed_method_is_a_c_descriptor_with_the_table_signature(
+    entry: int,
+) -> None:
     from tickwheel import _wheel
 
     cls_name, name, signature = _table()[entry]

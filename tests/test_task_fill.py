@@ -44,13 +44,16 @@ def test_task_fill_writes_every_field() -> None:
 
 def test_task_fill_check_chains_every_field_in_order() -> None:
     check = _macro("TW_TASK_FILL_CHECK")
-    named = re.findall(r"TW_(?:NEXT_TO|END_OF)\(TW_(ENTRY|TASK)_T, (\w+)(?:, (\w+))?\)", check)
+    named = re.findall(
+        r"TW_(?:NEXT_TO|END_OF)\(TW_(ENTRY|TASK)_T, (\w+)(?:, (\w+))?\)", check
+    )
     entry = [f for kind, a, b in named if kind == "ENTRY" for f in (a, b) if f]
     task = [f for kind, a, b in named if kind == "TASK" for f in (a, b) if f]
     assert list(dict.fromkeys(entry)) == _fields("TimerTaskEntry")
     assert list(dict.fromkeys(task)) == _fields("TimerTask")
     # Starts right after the object header, ends at the end of each struct.
     assert "offsetof(TW_ENTRY_T, _expiration_ms) == sizeof(PyObject)" in check
-    assert f"TW_END_OF(TW_ENTRY_T, {_fields('TimerTaskEntry')[-1]}) == sizeof(TW_ENTRY_T)" in check
+    last_entry, last_task = _fields("TimerTaskEntry")[-1], _fields("TimerTask")[-1]
+    assert f"TW_END_OF(TW_ENTRY_T, {last_entry}) == sizeof(TW_ENTRY_T)" in check
     assert "offsetof(TW_TASK_T, _fn) == sizeof(TW_ENTRY_T)" in check
-    assert f"TW_END_OF(TW_TASK_T, {_fields('TimerTask')[-1]}) == sizeof(TW_TASK_T)" in check
+    assert f"TW_END_OF(TW_TASK_T, {last_task}) == sizeof(TW_TASK_T)" in check
