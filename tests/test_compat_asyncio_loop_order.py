@@ -134,10 +134,10 @@ def test_one_tick_runs_by_exact_deadline_ties_as_scheduled(
         handle = lp.call_at(start + 0.0001, log.append, "early")
         _check_ahead(start, [*handles, handle])
         assert isinstance(handle, tw.TimerHandle)
-        # asyncio's attribute: the exact deadline, never before the one asked
-        # (kept in whole nanoseconds: 1 ns of slack for the float division).
-        assert start + 0.0001 - 1e-9 <= handle._when < start + 0.0002
-        assert handle.when() == pytest.approx(start + 0.001)  # the tick
+        # asyncio's when() and _when: the time asked for, as given; the
+        # wheel's tick is its own attribute.
+        assert handle.when() == handle._when == start + 0.0001
+        assert handle.expiration_ms == round((start + 0.001) * 1000)
         await asyncio.sleep(0.04)
         return log
 
@@ -322,3 +322,120 @@ def test_reply_beats_a_later_close_timeout(
     wrong, compared = _reply_race(loop, 20)
     assert compared >= 10
     assert wrong <= (0 if base is None else compared // 10)
+
+
+# -- when(): the time asked for; over uvloop, one clock --------------------------------
+
+
+def test_call_at_when_is_the_time_given(
+    loop: asyncio.AbstractEventLoop, dropin: ModuleType
+) -> None:
+    # asyncio's handle returns the float it was given; a deadline in whole
+    # nanoseconds cannot (loop.time() floats carry a fraction of a ns).
+    async def main() -> None:
+        lp = asyncio.get_running_loop()
+        now = lp.time()
+        for t in (now + 0.0001, now + 1 / 3, now + 2.5e-10, now + 30.0, now - 10.0):
+            for handle in (lp.call_at(t, print), dropin.call_at(t, print)):
+                assert handle.when() == handle._when == t, (t, handle)
+                assert handle.deadline_ns >= t * 1e9 - 1  # never before t
+                handle.cancel()
+                assert handle.when() == t
+        # call_later: the exact deadline, from the clock the wheel read.
+        later = lp.call_later(0.5, print)
+        assert later.when() == later.deadline_ns / 1e9
+        assert now + 0.5 <= later.when() < lp.time() + 0.5 + 1e-9
+        later.cancel()
+
+    _run(loop, main)
+
+
+def test_postpone_moves_when_to_the_new_deadline(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    async def main() -> None:
+        lp = asyncio.get_running_loop()
+        t = lp.time() + 0.25
+        handle = lp.call_at(t, print)
+        assert handle.postpone(1.0)
+        assert handle.when() == handle.deadline_ns / 1e9 >= t + 0.75
+        handle.cancel()
+
+    _run(loop, main)
+
+
+def test_no_callback_runs_before_its_when(
+    loop: asyncio.AbstractEventLoop, base: type[asyncio.AbstractEventLoop] | None
+) -> None:
+    # Delays around the tick, where when() read the rounded-up tick while
+    # the callback ran at the exact deadline (0.5-2.3 ms).  Over uvloop the
+    # tickwheel loop's time() is the wheel's own clock, so no callback sees
+    # time() below when() there either (uvloop's cached clock can).
+    async def main() -> list[tuple[float, float]]:
+        lp = asyncio.get_running_loop()
+        early: list[tuple[float, float]] = []
+        done = lp.create_future()
+        left = [300]
+
+        def check(box: list[Any]) -> None:
+            now, when = lp.time(), box[0].when()
+            if now < when:
+                early.append((now, when))
+            left[0] -= 1
+            if not left[0]:
+                done.set_result(None)
+
+        for i in range(300):
+            box: list[Any] = []
+            box.append(lp.call_later(0.0005 + (i % 19) * 0.0001, check, box))
+            if i % 3 == 0:
+                await asyncio.sleep(0)
+        await done
+        return early
+
+    assert _run(loop, main) == []
+
+
+def test_call_later_and_call_at_keep_their_order(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    # call_later(d), then call_at(loop.time() + d): the first scheduled runs
+    # first, as on asyncio's loop and on uvloop (whose time() and call_later
+    # both read libuv's cached clock); and neither runs before its delay has
+    # passed in real time.
+    async def main() -> tuple[list[int], list[str]]:
+        lp = asyncio.get_running_loop()
+        swapped: list[int] = []
+        early: list[str] = []
+        runs: dict[int, list[str]] = {}
+        done = lp.create_future()
+
+        def ran(i: int, kind: str, start: float, delay: float) -> None:
+            if time.monotonic() - start < delay:
+                early.append(f"{kind} {i}")
+            runs.setdefault(i, []).append(kind)
+            if len(runs) == 200 and all(len(r) == 2 for r in runs.values()):
+                done.set_result(None)
+
+        for i in range(200):
+            d = 0.001 + (i % 7) * 0.0003
+            start = time.monotonic()
+            lp.call_later(d, ran, i, "later", start, d)
+            lp.call_at(lp.time() + d, ran, i, "at", start, d)
+            if i % 5 == 0:
+                await asyncio.sleep(0)
+        await done
+        swapped = [i for i, r in runs.items() if r != ["later", "at"]]
+        return swapped, early
+
+    assert _run(loop, main) == ([], [])
+
+
+def test_time_is_the_wheels_clock(loop: asyncio.AbstractEventLoop) -> None:
+    # One clock for time(), call_later and call_at: the wheel's (over uvloop
+    # the fresh monotonic clock rather than libuv's cached one).
+    wheel = compat_asyncio.get_wheel(loop)
+    before = time.monotonic()
+    now = loop.time()
+    assert before <= now <= time.monotonic()
+    assert abs(wheel.time() - now) < 0.05

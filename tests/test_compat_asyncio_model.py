@@ -292,7 +292,12 @@ def make_machine(
                 assert rec.runs + rec.cancelled + pending == 1, rec.hid
                 assert rec.handle.cancelled() is rec.cancelled, rec.hid
                 if pending and rec.expiration_ms is not None:
-                    assert rec.handle.when() == rec.expiration_ms / 1000, rec.hid
+                    # asyncio's when() is the exact deadline; the tick is the
+                    # wheel's own attribute.
+                    exact = Fraction(rec.delay) * 10**9
+                    deadline_ns = rec.added_ns - (-exact.numerator // exact.denominator)
+                    assert rec.handle.when() == deadline_ns / 1e9, rec.hid
+                    assert rec.handle.expiration_ms == rec.expiration_ms, rec.hid
             self.wheel._check()
 
         def teardown(self) -> None:

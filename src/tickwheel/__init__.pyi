@@ -103,6 +103,12 @@ class TimerTask(TimerTaskEntry):
     def postpone(self, delay_ms: int | float) -> bool: ...
     def __repr__(self) -> str: ...
 
+@type_check_only
+class _LoopHandle(TimerTask):
+    __slots__ = ("_when_s",)
+    _when_s: float
+    def when(self) -> float: ...
+
 @final
 class TimerTaskList:
     __slots__ = ("_root", "_counter", "_expiration_ms", "_size")

@@ -43,10 +43,12 @@ closed"); in debug mode a call from a thread other than the one running the
 loop raises RuntimeError, and a coroutine (function) as callback raises
 TypeError.  These run on a flagged slow path, so the common call costs one
 attribute test.  Timers run in asyncio's order and time: each at its exact
-deadline (never early), those of one tick by deadline (issue 30).
-Differences: ``TimerHandle.when()`` reads the deadline rounded up to the
-wheel tick (1 ms; ``_when`` is exact); ``close()`` cancels the pending
-wheel timers (their ``cancelled()`` turns True); a ``loop.time`` replaced
+deadline (never early), those of one tick by deadline, and
+``TimerHandle.when()`` is that deadline (``call_at(t).when() == t``).  Over
+uvloop, ``time()`` is ``time.monotonic()``, the clock the wheel reads, not
+libuv's cached one, so ``call_later(d)`` and ``call_at(loop.time() + d)``
+run in the order they were scheduled.  Differences: ``close()`` cancels
+the pending wheel timers (their ``cancelled()`` turns True); a ``loop.time`` replaced
 on the instance is not seen by the wheel (override ``time()`` in a
 subclass instead); in debug mode a slow wheel callback is reported as the
 driver's (``TimerWheel._fire``) slow run.
@@ -63,6 +65,7 @@ import sys
 from asyncio import coroutines as _coroutines
 from asyncio import events as _events
 from collections.abc import Callable, Coroutine
+from time import monotonic as _monotonic
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import _asyncio_wheel as _layer
@@ -103,6 +106,8 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
 
     _tw_wheel: TimerWheel | None
     _tw_fast: TimerWheel | None
+    # The base class's time() where this class replaced it (see _loop_class).
+    _tw_base_time: Callable[[asyncio.AbstractEventLoop], float] | None = None
     _tw_base_depth: int
     _tw_asyncio_base: bool
     _debug: bool  # asyncio.BaseEventLoop's (read only when the base is one)
@@ -182,6 +187,13 @@ class _TickwheelLoop(asyncio.AbstractEventLoop):
         self._tw_base_depth += 1
         self._tw_fast = None
         try:
+            base_time = self._tw_base_time
+            if base_time is not None:
+                # time() is the fresh clock (see _loop_class); the base's
+                # timers run on its own cached one, so measure from that,
+                # as its call_at does, or the driver would wake early.
+                delay = when - base_time(self)
+                return super().call_later(delay, callback, *args, context=context)
             return super().call_at(when, callback, *args, context=context)
         finally:
             self._tw_base_depth -= 1
@@ -294,9 +306,17 @@ def _loop_class(
     cls = _CLASSES.get(loop_class)
     if cls is None:
         name = f"Tickwheel{loop_class.__name__.lstrip('_')}"
+        attrs: dict[str, object] = {"__module__": __name__}
+        if _layer._reads_cached_clock(loop_class):
+            # One clock for call_later, call_at and time(): the fresh one the
+            # wheel reads, so call_later(d) and call_at(loop.time() + d) keep
+            # their order and no callback sees time() below its when()
+            # (docs/dropins.md, "The tickwheel event loop").
+            attrs["time"] = staticmethod(_monotonic)
+            attrs["_tw_base_time"] = staticmethod(loop_class.time)
         cls = cast(
             "type[_TickwheelLoop]",
-            type(name, (_TickwheelLoop, loop_class), {"__module__": __name__}),
+            type(name, (_TickwheelLoop, loop_class), attrs),
         )
         cls.__doc__ = (
             f"{loop_class.__module__}.{loop_class.__qualname__} with call_later "

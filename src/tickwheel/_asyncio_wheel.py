@@ -23,6 +23,7 @@ import enum
 import math
 import operator
 import sys
+import time
 import weakref
 from asyncio import events as _events
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from ._impl import (
     MAX_DELAY_MS,
     TimerCore,
     TimerTask,
+    _LoopHandle,
     _use_loop_handles,
 )
 
@@ -59,6 +61,7 @@ _get_running_loop = _events.get_running_loop
 _copy_context = contextvars.copy_context
 _Context = contextvars.Context
 _BaseEventLoop_time = asyncio.BaseEventLoop.time
+_monotonic = time.monotonic
 # Largest |delay| in ms the core accepts, kept a hair inside its bound.
 _LIMIT_MS = float(MAX_DELAY_MS - 1)
 # Contexts with more variables than this are not de-duplicated (the identity
@@ -141,27 +144,33 @@ def _pin_deadline(task: TimerTask, when: float, wheel: TimerCore) -> None:
 def _uses_monotonic_clock(loop: asyncio.AbstractEventLoop) -> bool:
     """True if ``loop.time()`` reads CLOCK_MONOTONIC, so the wheel may read it in C.
 
-    asyncio's loops return ``time.monotonic()``.  uvloop returns libuv's
-    cached ``uv_now()``: CLOCK_MONOTONIC (or its coarse variant) in whole
-    milliseconds, updated once per iteration, so it never runs ahead of
-    ``time.monotonic_ns()``; a timer armed for loop time t therefore fires
-    when the wheel's clock has reached t too.  Any other loop (e.g. a test
-    loop with virtual time) is read through ``loop.time()``.
+    asyncio's loops and the tickwheel loop over uvloop return
+    ``time.monotonic()``.  uvloop returns libuv's cached ``uv_now()``:
+    CLOCK_MONOTONIC (or its coarse variant) in whole milliseconds, updated
+    once per iteration, so it never runs ahead of ``time.monotonic_ns()``; a
+    timer armed for loop time t therefore fires when the wheel's clock has
+    reached t too.  Any other loop (e.g. a test loop with virtual time) is
+    read through ``loop.time()``.
     """
     loop_time = getattr(type(loop), "time", None)
-    if loop_time is _BaseEventLoop_time:
+    if loop_time is _BaseEventLoop_time or loop_time is _monotonic:
         return True
-    return _is_uvloop(loop)
+    return _reads_cached_clock(type(loop))
 
 
-def _is_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
-    """True if ``loop.time()`` is uvloop's (its timers have 1 ms resolution)."""
-    # uvloop.Loop, or a subclass keeping its time() (tickwheel's event loop).
-    owner = next((k for k in type(loop).__mro__ if "time" in vars(k)), object)
+def _reads_cached_clock(loop_class: type) -> bool:
+    """True if ``loop_class.time()`` is uvloop's (libuv's cached clock)."""
+    # uvloop.Loop, or a subclass keeping its time().
+    owner = next((k for k in loop_class.__mro__ if "time" in vars(k)), object)
     return owner.__module__.split(".")[0] == "uvloop"
 
 
-class TimerHandle(TimerTask):
+def _is_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
+    """True if the loop's timers are uvloop's (1 ms resolution)."""
+    return any(k.__module__.split(".")[0] == "uvloop" for k in type(loop).__mro__)
+
+
+class TimerHandle(_LoopHandle):
     """A pending ``call_later``/``call_at`` callback: asyncio's TimerHandle API.
 
     Returned by :meth:`TimerWheel.call_later` and :meth:`TimerWheel.call_at`.
@@ -179,18 +188,10 @@ class TimerHandle(TimerTask):
         """True if cancel() stopped the callback before it ran."""
         return _task_cancelled(self)  # type: ignore[no-any-return]
 
-    def when(self) -> float:
-        """The scheduled time in loop-time seconds, rounded up to the wheel tick."""
-        return self.expiration_ms / 1000
-
     @property
     def _when(self) -> float:
-        """The exact deadline in loop-time seconds (asyncio's ``TimerHandle._when``).
-
-        Callbacks of one tick run in this order; on asyncio's loops each
-        runs once the loop's clock has reached it.  Read-only.
-        """
-        return self.deadline_ns / 1e9
+        """asyncio's ``TimerHandle._when``: :meth:`when` (read-only)."""
+        return self.when()  # type: ignore[no-any-return]
 
     def postpone(self, delay: float) -> bool:
         """Move the pending callback to run ``delay`` seconds from now.
@@ -406,6 +407,7 @@ class TimerWheel(TimerCore):
         handle = self.call_later(delay, callback, *args, context=context)
         if math.isfinite(when):
             _pin_deadline(handle, when, self)
+            handle._when_s = when  # when() answers it while it is the deadline
         return handle
 
     def timeout(self, delay: float | None) -> Timeout:

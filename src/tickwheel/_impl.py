@@ -131,6 +131,7 @@ if TYPE_CHECKING:
         TimerTaskList,
         TimingWheel,
         _hash_key,
+        _LoopHandle,
         _new_operation,
         _new_produce,
         _PartitionCore,
@@ -147,6 +148,7 @@ else:
     TimerTaskEntry = core.TimerTaskEntry
     TimerTaskList = core.TimerTaskList
     TimingWheel = core.TimingWheel
+    _LoopHandle = core._LoopHandle
 
     DelayedOperation = _purgatory_mod.DelayedOperation
     CountdownOperation = _purgatory_mod.CountdownOperation

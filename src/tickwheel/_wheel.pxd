@@ -194,6 +194,14 @@ cdef class TimerTask(TimerTaskEntry):
     cdef unsigned int _early_ns
 
 
+# A handle of tickwheel's asyncio loop (the base of _asyncio_wheel's
+# TimerHandle).  asyncio's ``call_at(t).when()`` returns ``t`` itself, and a
+# deadline in ns cannot give back every float: the handle keeps ``t`` (8
+# bytes; docs/dropins.md, "Where it differs from asyncio").
+cdef class _LoopHandle(TimerTask):
+    cdef public double _when_s  # call_at's ``when``; read only while it is the deadline
+
+
 # Validate a delay in ms, store it on ``task`` (as the delay_ms setter does)
 # and return it in ns; the compiled purgatory makes its operations with it.
 cdef int64_t _delay_to_ns(object delay_ms, TimerTask task=*) except? -1

@@ -1,6 +1,7 @@
 # _wheel_loop.pxi: included by _wheel.pyx (one extension module).
 # The asyncio loop's paths: TimerCore._loop_call_later and _loop_call_at
-# in C, with the handle types the loop registers (_use_loop_handles).
+# in C, with the handle types the loop registers (_use_loop_handles),
+# and _LoopHandle, their base (asyncio's when()).
 # Calls: fastcall (_install_fastcall), core, lanes.
 
 # -- the event loop's call_later in C -------------------------------------------
@@ -15,17 +16,44 @@ cdef object _h_plain = None    # asyncio's handle types (_asyncio_wheel's
 cdef object _h_context = None  # TimerHandle and _ContextTimerHandle)
 
 
+cdef class _LoopHandle(TimerTask):
+    """The base of the asyncio loop's handles: a TimerTask with asyncio's when().
+
+    ``_when_s`` is the ``when`` a ``call_at`` was given.  It is the answer
+    only while the task's deadline is still the one it gave (the first
+    nanosecond at or after it); after a postpone, or for a ``call_later``,
+    ``when()`` is the exact deadline.  Either way a callback that reads the
+    loop's clock never sees it below ``when()``.
+    """
+
+    def when(self):
+        """The scheduled time in loop-time seconds, as asyncio's ``when()``.
+
+        ``call_at(t).when() == t``; otherwise the exact deadline
+        (``deadline_ns / 1e9``).  ``expiration_ms`` is the wheel's tick.
+        """
+        cdef int64_t deadline = self._expiration_ms * NS_PER_MS - self._early_ns
+        cdef double w = self._when_s
+        cdef int64_t pinned
+        if -9.0e9 < w < 9.0e9:  # NaN fails both
+            pinned = _when_ns(w)
+            # A deadline over 4.3 s in the past reads back clamped (_early_of).
+            if pinned == deadline or (self._early_ns == 0xFFFFFFFFU and pinned < deadline):
+                return w
+        return deadline / 1e9
+
+
 def _use_loop_handles(plain, with_context):
     """Set the handle types of ``TimerCore._loop_call_later`` (asyncio's layer).
 
-    :raises TypeError: if either is not a TimerTask subclass
+    :raises TypeError: if either is not a _LoopHandle subclass
     """
     global _h_plain, _h_context
     for cls in (plain, with_context):
         # Made without tp_new (_loop_call_at): no __new__ of their own.
-        if not (isinstance(cls, type) and issubclass(cls, TimerTask)
+        if not (isinstance(cls, type) and issubclass(cls, _LoopHandle)
                 and tw_keeps_task_new(cls, TimerTask)):
-            raise TypeError(f"handle types must be TimerTask subclasses, got {cls!r}")
+            raise TypeError(f"handle types must be _LoopHandle subclasses, got {cls!r}")
     _h_plain = plain
     _h_context = with_context
 
@@ -126,6 +154,7 @@ cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t narg
     task._args = rest
     task._delay_ms = <double>delay_ns / <double>NS_PER_MS
     task._delay_is_int = False
+    (<_LoopHandle>task)._when_s = w
     if TW_FT_LOCKS:
         tw_lock(&core._counter._mu)
         try:

@@ -125,13 +125,13 @@ def _past_clock_end(delay_ms: object, now_ms: int) -> None:
 def _use_loop_handles(plain: type, with_context: type) -> None:
     """Set the handle types of ``TimerCore._loop_call_later`` (asyncio's layer).
 
-    :raises TypeError: if either is not a TimerTask subclass
+    :raises TypeError: if either is not a _LoopHandle subclass
     """
     # Only checked here: this twin's _loop_call_later/_loop_call_at are
     # TimerWheel.call_later/call_at, which make these very types.
     for cls in (plain, with_context):
-        if not (isinstance(cls, type) and issubclass(cls, TimerTask)):
-            raise TypeError(f"handle types must be TimerTask subclasses, got {cls!r}")
+        if not (isinstance(cls, type) and issubclass(cls, _LoopHandle)):
+            raise TypeError(f"handle types must be _LoopHandle subclasses, got {cls!r}")
 
 
 def _delay_to_ns(delay_ms: object) -> int:
@@ -457,6 +457,39 @@ def _break_ring(bucket: TimerTaskList) -> None:
         node._list = None
         node = nxt
     root._prev = root._next = None
+
+
+class _LoopHandle(TimerTask):
+    """The base of the asyncio loop's handles: a TimerTask with asyncio's when().
+
+    ``_when_s`` is the ``when`` a ``call_at`` was given.  It is the answer
+    only while the task's deadline is still the one it gave (the first
+    nanosecond at or after it); after a postpone, or for a ``call_later``,
+    ``when()`` is the exact deadline.  Either way a callback that reads the
+    loop's clock never sees it below ``when()``.
+    """
+
+    # Unset until a call_at sets it (schedule_as runs TimerTask.__init__).
+    __slots__ = ("_when_s",)
+    _when_s: float
+
+    def when(self) -> float:
+        """The scheduled time in loop-time seconds, as asyncio's ``when()``.
+
+        ``call_at(t).when() == t``; otherwise the exact deadline
+        (``deadline_ns / 1e9``).  ``expiration_ms`` is the wheel's tick.
+        """
+        deadline = self.deadline_ns
+        w = getattr(self, "_when_s", 0.0)
+        if -9.0e9 < w < 9.0e9:  # NaN fails both
+            num, den = w.as_integer_ratio()
+            pinned = -((-num * _NS_PER_MS * 1000) // den)  # ceil(w * 10**9), exact
+            # A deadline over 4.3 s in the past reads back clamped (deadline_ns).
+            if pinned == deadline or (
+                self._early_ns == _MAX_EARLY_NS and pinned < deadline
+            ):
+                return w
+        return deadline / 1e9
 
 
 class TimerTaskList:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from typing_extensions import Self
 
-from ._impl import TimerCore, TimerTask
+from ._impl import TimerCore, TimerTask, _LoopHandle
 
 __all__ = [
     "Timeout",
@@ -52,10 +52,9 @@ class EventLoopPolicy(_PolicyBase):  # type: ignore[misc]
     def loop_class(self) -> type[asyncio.AbstractEventLoop]: ...
     def new_event_loop(self) -> asyncio.AbstractEventLoop: ...
 
-class TimerHandle(TimerTask):
+class TimerHandle(_LoopHandle):
     __slots__ = ()
     def cancelled(self) -> bool: ...  # type: ignore[override]
-    def when(self) -> float: ...
     def postpone(self, delay: float) -> bool: ...
     def get_context(self) -> contextvars.Context: ...
     def run(self) -> None: ...
