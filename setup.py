@@ -26,8 +26,9 @@ DEBUG_BUILD = _flag("TICKWHEEL_DEBUG_BUILD")
 class BuildExt(build_ext):
     """Cythonize when compiling, never when making the sdist.
 
-    The sdist therefore ships ``_wheel.pyx`` + ``_wheel.pxd`` and no generated
-    ``.c``, and rebuilding from it needs Cython (a build requirement).  The C
+    The sdist therefore ships ``_wheel.pyx``, the ``_wheel_*.pxi`` units it
+    includes, ``_wheel.pxd`` and the ``.h`` files, and no generated ``.c``;
+    rebuilding from it needs Cython (a build requirement).  The C
     file goes to ``build_temp`` so a build leaves no ``_wheel.c`` in ``src/``;
     a debug build keeps it (and the annotated HTML) next to the ``.pyx``,
     where Cython's coverage plugin looks for it.
@@ -74,7 +75,8 @@ else:
         Extension(
             "tickwheel._wheel",
             ["src/tickwheel/_wheel.pyx"],
-            # _compat.h, the shim over CPython details (see its header comment).
+            # Includes the _wheel_*.pxi units (one C file); _compat.h,
+            # _ftlock.h, _wheel_struct.h and _wheel_inline.h sit beside it.
             include_dirs=["src/tickwheel"],
             define_macros=macros,
             extra_compile_args=extra_compile_args,

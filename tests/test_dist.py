@@ -163,6 +163,9 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
         "src/tickwheel/_purgatory.pxd",
         "src/tickwheel/_kafka.pxd",
         "src/tickwheel/_compat.h",
+        "src/tickwheel/_ftlock.h",
+        "src/tickwheel/_wheel_struct.h",
+        "src/tickwheel/_wheel_inline.h",
         "src/tickwheel/_wheel_py.py",
         "src/tickwheel/_purgatory_py.py",
         "src/tickwheel/_kafka_py.py",
@@ -177,6 +180,10 @@ def test_dist_sdist_wheel_install_smoke(tmp_path: Path) -> None:
     assert stubs, "no type stubs in src/tickwheel"
     for stub in stubs:  # the public names' types (tests/typing/make_stubs.py)
         assert f"src/tickwheel/{stub}" in sdist_files, f"sdist lacks {stub}"
+    units = sorted(p.name for p in PACKAGE.glob("_wheel_*.pxi"))
+    assert units, "no _wheel_*.pxi units in src/tickwheel"
+    for unit in units:  # _wheel.pyx includes them; the sdist rebuilds it
+        assert f"src/tickwheel/{unit}" in sdist_files, f"sdist lacks {unit}"
     leaked = sorted(f for f in sdist_files if f.endswith(GENERATED))
     assert not leaked, f"sdist ships generated files: {leaked}"
 

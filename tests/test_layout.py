@@ -171,3 +171,28 @@ def test_the_citation_scan_passes(tmp_path: Path, line: str) -> None:
     (tmp_path / "CHANGELOG.md").write_text("", encoding="utf-8")
     (tmp_path / "docs" / "page.md").write_text(f"{line}\n", encoding="utf-8")
     assert _citations(tmp_path) == []
+
+
+def test_the_public_api_variants_are_linked_where_they_are() -> None:
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    assert "](../bench/public_api_variants/README.md)" in design
+    assert (ROOT / "bench" / "public_api_variants" / "README.md").is_file()
+
+
+def test_compiled_core_sources_fit_in_a_thousand_lines() -> None:
+    # _wheel.pyx and _purgatory.pyx include one .pxi unit per concern
+    # (docs/design.md, "Source layout of the compiled core").
+    package = ROOT / "src" / "tickwheel"
+    sources = [
+        path
+        for pattern in ("_wheel*.p*", "_purgatory*.p*", "_kafka.p*", "*.h")
+        for path in package.glob(pattern)
+        if path.suffix in (".pyx", ".pxi", ".pxd", ".h")
+    ]
+    assert len(sources) >= 20, sorted(p.name for p in sources)
+    long = {
+        path.name: n
+        for path in sources
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 1000
+    }
+    assert long == {}

@@ -1,6 +1,6 @@
 /* tickwheel's one shim over CPython details the compiled core relies on.
  *
- * Issue 18 measured every CPython/Cython internal the core used against a
+ * Every CPython/Cython internal the core used was measured against a
  * public-API variant (callgrind instructions per iteration; docs/design.md
  * "CPython internals" has the table).  Only those worth more than 5 % on W1,
  * W2-sliding or the purgatory stayed, and their version guards live here:

@@ -32,9 +32,10 @@ typedef struct { char b[64]; } tw_line_pad;
  * taken spins briefly with the CPU's pause hint before it calls
  * PyMutex_Lock, whose own spin (3.13) makes a sched_yield system call per
  * round and then parks: with two threads on two cores that cost several
- * times the critical section.  bench/bench_freethreading.py, purgatory on
- * 2 threads: 1.12x -> 1.59x one thread; 32 rounds, because 128 cost the
- * shared-timer workload 0.99x -> 0.85x (docs/freethreading.md).
+ * times the critical section.  Spinning first speeds up the purgatory on
+ * two threads; the bound on the rounds keeps a shared timer from losing
+ * to it (docs/freethreading.md has the measurements, from
+ * bench/bench_freethreading.py).
  * Taking it is PyMutex's own compare-and-swap of the byte from a value
  * without _Py_LOCKED (bit 0) to the same value with it, as its slow path
  * does: a thread may take the lock while others are parked on it (the

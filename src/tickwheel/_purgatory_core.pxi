@@ -1,0 +1,360 @@
+# _purgatory_core.pxi: included by _purgatory.pyx (one extension module).
+# The purgatory's two hot paths (watch, check) over its shards, and
+# _PurgatoryCore, the compiled half of DelayedOperationPurgatory.
+# Calls: ops, hooks, lock.
+
+@cython.final
+cdef class _Shard:
+    """_Shard()
+--
+
+    A slice of the key space: key -> watcher list, and the lock writers take."""
+
+    def __init__(self):
+        """__init__($self)
+--
+
+Initialize self.  See help(type(self)) for accurate signature."""
+        self.lock = _allocate_lock()
+        self.watchers = {}
+
+
+# -- the two hot paths ------------------------------------------------------------
+# Every watched operation is a DelayedOperation of this module (the
+# purgatory checks each new operation type once, see _check_op_type), so
+# the loops read its C fields through unchecked casts.
+
+
+cdef bint _hand_off(DelayedOperation op) except -1:
+    """``op``'s private lock is taken: leave its holder a retry, or take the lock."""
+    tw_store_u8(&op._retry, 1)
+    lock = op._op_lock
+    if not _try_acquire(lock):
+        if tw_load_u8(&op._trylock):
+            return False
+        _acquire(lock)
+    # This thread tries now, after every event that set the flag so far.
+    tw_store_u8(&op._retry, 0)
+    return True
+
+
+cdef bint _retry(DelayedOperation op, unsigned long ident) except -1:
+    """Try ``op`` again while other threads keep flagging it (Kafka's retry loop)."""
+    lock = op._op_lock
+    cdef bint completed = False
+    while tw_load_u8(&op._retry) and not tw_load_u8(&op._done):
+        if not _try_acquire(lock):
+            return completed
+        tw_store_u8(&op._retry, 0)
+        tw_store_ul(&op._holder, ident)
+        try:
+            if _try_complete(op):
+                completed = True
+        finally:
+            tw_store_ul(&op._holder, 0)
+            _release(lock)
+    return completed
+
+
+cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys):
+    # try_complete_else_watch after the argument checks (see the twin).
+    cdef Py_ssize_t n = len(keys)
+    cdef list shards = self._shards
+    cdef Py_ssize_t mask = self._mask
+    cdef unsigned long ident = _ident()
+    cdef _Shard shard
+    cdef list ops
+    cdef bint completed = False
+    cdef Py_ssize_t pending
+    error = None
+    tw_store_u8(&operation._submitted, 1)
+    lock = operation._op_lock
+    _acquire(lock)
+    tw_store_ul(&operation._holder, ident)
+    try:
+        if _try_complete(operation):
+            return True
+        for key in keys:
+            shard = <_Shard>shards[hash(key) & mask]
+            shard_lock = shard.lock
+            _acquire(shard_lock)
+            try:
+                ops = shard.watchers.get(key)
+                if ops is None:
+                    shard.watchers[key] = [operation]
+                else:
+                    ops.append(operation)
+            finally:
+                _release(shard_lock)
+        # An estimate (a lost update only delays a purge): an atomic add
+        # on free-threaded builds, a plain one with the GIL.
+        tw_atomic_add_ssize(&self._n_estimated, 1)
+        try:
+            completed = _try_complete(operation)
+        except BaseException as exc:  # still time it out, then re-raise
+            error = exc
+    finally:
+        tw_store_ul(&operation._holder, 0)
+        _release(lock)
+    if tw_load_u8(&operation._retry) and not tw_load_u8(&operation._done):
+        # A check found the lock taken while we held it: try for it.
+        try:
+            completed = _retry(operation, ident) or completed
+        except BaseException as exc:
+            if error is None:
+                error = exc
+    timer = self._timer
+    if not tw_load_u8(&operation._done):
+        if self._c_timer:
+            _timer_add(<TimerCore>timer, operation)
+        else:
+            timer.add(operation)
+        if tw_load_u8(&operation._done):
+            # Completed between the unlock and the add: drop the timer entry.
+            _cancel_task(operation)
+    if self._c_timer:
+        pending = _timer_len(<TimerCore>timer)
+    else:
+        pending = len(timer)
+    if tw_atomic_load_ssize(&self._n_estimated) - pending > self._purge_interval:
+        self._purge_if_due()
+    if error is not None:
+        raise error
+    return completed
+
+
+cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
+    # check_and_complete's scan of ``ops`` (see the twin).
+    cdef unsigned long ident = _ident()
+    cdef Py_ssize_t completed = 0
+    cdef Py_ssize_t dropped = 0
+    cdef list keep = []
+    cdef bint ok
+    cdef DelayedOperation op
+    error = None
+    for item in ops:
+        op = <DelayedOperation>item
+        if tw_load_u8(&op._done):
+            dropped += 1
+            continue
+        if (type(op) is CountdownOperation
+                and tw_atomic_load_ssize(&(<CountdownOperation>op)._count)):
+            # Not ready, so its try_complete would return False: skip the
+            # lock.  The count only falls, and the thread that takes it to
+            # zero checks a key of the operation afterwards.
+            keep.append(op)
+            continue
+        lock = op._op_lock
+        if not tw_load_u8(&op._trylock):
+            _acquire(lock)  # a shared lock: wait for it
+        elif not _locked(lock):
+            # Free a moment ago (if another thread took it meanwhile, this
+            # waits for it, which is merely slower).
+            _acquire(lock)
+        elif not _hand_off(op):
+            keep.append(op)  # its holder tries again for us
+            continue
+        tw_store_ul(&op._holder, ident)
+        try:
+            ok = _try_complete(op)
+        except BaseException as exc:
+            ok = False
+            if error is None:
+                error = exc
+            else:
+                self._log_error(op, exc)
+        finally:
+            tw_store_ul(&op._holder, 0)
+            _release(lock)
+        if tw_load_u8(&op._retry):
+            # Flagged by another thread while we held the lock (or before):
+            # try again.  The flag is cleared under the lock only by the
+            # thread about to try, so it is never lost.
+            try:
+                ok = _retry(op, ident) or ok
+            except BaseException as exc:
+                if error is None:
+                    error = exc
+                else:
+                    self._log_error(op, exc)
+            if not ok and tw_load_u8(&op._done):
+                dropped += 1  # completed by another thread meanwhile
+                continue
+        if ok:
+            completed += 1
+            dropped += 1
+        else:
+            keep.append(op)
+    if dropped:
+        _replace(shard, key, ops, keep, len(keep) + dropped)
+    if error is not None:
+        raise error
+    return completed
+
+
+cdef int _replace(
+    _Shard shard, object key, list scanned, list keep, Py_ssize_t seen
+) except -1:
+    # Install the live operations a scan collected from ``scanned`` (its
+    # first ``seen`` entries) plus whatever was appended after the scan.
+    # Lists are replaced, never edited, so a concurrent scan of the old list
+    # never skips an entry.
+    cdef list ops
+    shard_lock = shard.lock
+    _acquire(shard_lock)
+    try:
+        watchers = shard.watchers
+        ops = watchers.get(key)
+        if ops is None:
+            return 0
+        if ops is scanned:
+            if len(ops) > seen:
+                keep.extend(ops[seen:])
+        else:  # replaced meanwhile (another scan or a purge): filter it
+            keep = [op for op in ops if not _is_done(op)]
+            if len(keep) == len(ops):
+                return 0
+        if keep:
+            watchers[key] = keep
+        else:
+            del watchers[key]
+    finally:
+        _release(shard_lock)
+    return 0
+
+
+cdef class _PurgatoryCore:
+    """_PurgatoryCore()
+--
+
+    The hot paths of DelayedOperationPurgatory (try, watch, check)."""
+
+    @property
+    def _estimated(self):
+        # Completed-but-watched operations, an estimate: every thread adds
+        # to it and the purge resets it, so it is read and written
+        # atomically (plain with a GIL).
+        return tw_atomic_load_ssize(&self._n_estimated)
+
+    @_estimated.setter
+    def _estimated(self, Py_ssize_t value):
+        tw_atomic_store_ssize(&self._n_estimated, value)
+
+    def try_complete_else_watch(self, operation, keys):
+        """Complete ``operation`` now if it can, else watch it under ``keys``, timed.
+
+        Under the operation's lock: try; if not complete, add it to the watcher
+        list of every key, then try once more (so an event between the first
+        try and the watch is not missed); if still not complete, add it to the
+        timer, and cancel that timer entry if it completed meanwhile.  An event
+        whose check found the lock taken while this call held it is honoured
+        by trying again after the lock is released (see
+        :meth:`check_and_complete`).
+
+        Runtime complexity: O(len(keys) + timer levels).
+
+        :param operation: a DelayedOperation not submitted before
+        :param keys: a non-empty iterable of hashable keys (duplicates count once)
+        :return: True iff the operation completed during this call
+        :raises TypeError: if ``operation`` is not a DelayedOperation for this
+            timer's core, ``keys`` is a str/bytes or not iterable, or a key is
+            unhashable
+        :raises ValueError: if ``keys`` is empty or the operation was submitted
+        :raises RuntimeError: after shutdown()
+        Nothing is registered when it raises one of these.
+        """
+        if self._shut:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        if type(operation) is not self._last_op_type:
+            if type(operation) not in self._op_types:
+                self._check_op_type(operation)
+            self._last_op_type = type(operation)
+        if (
+            tw_load_u8(&(<DelayedOperation>operation)._submitted)
+            or _is_done(operation)
+        ):
+            raise ValueError(
+                f"operation {operation!r} was already submitted or completed"
+            )
+        if type(keys) is not tuple and type(keys) is not list:
+            keys = self._keys_tuple(keys)
+        cdef Py_ssize_t n = len(keys)
+        # Validate every key before registering anything; equal keys count once.
+        try:
+            if n == 1:
+                hash(keys[0])
+            elif n == 0:
+                raise ValueError(f"keys must not be empty, got {keys!r}")
+            elif len(set(keys)) != n:
+                keys = tuple(dict.fromkeys(keys))
+        except TypeError:
+            for key in keys:
+                _hash_key(key, f"key {key!r} in keys")
+            raise
+        return _watch(self, <DelayedOperation>operation, keys)
+
+    def check_and_complete(self, key):
+        """Try to complete every operation watching ``key``; drop completed entries.
+
+        Call it after an event that may satisfy operations watching ``key``.
+        Each operation's ``try_complete`` runs under its lock, outside the
+        watcher list's lock.  A key whose list becomes empty disappears.  If
+        try_complete/on_complete raises, the other operations are still tried
+        and the first exception is re-raised at the end.
+
+        An operation whose own (private) lock is held by another thread right
+        now (the timer expiring it, another check, try_complete_else_watch) is
+        not waited for: this call flags it, and the holder tries it again
+        after releasing the lock (Kafka's ``maybeTryComplete``), so the event
+        is still seen.  Operations on a shared lock are waited for.
+
+        Runtime complexity: O(operations watching ``key``), one pass.
+
+        :return: how many operations this call completed
+        :raises TypeError: if ``key`` is unhashable
+        """
+        cdef _Shard shard
+        try:
+            shard = <_Shard>self._shards[hash(key) & self._mask]
+        except TypeError:
+            raise TypeError(f"key must be hashable, got {key!r}") from None
+        # A dict read is atomic; writers (watch, compaction) take shard.lock.
+        ops = shard.watchers.get(key)
+        if ops is None:
+            return 0
+        return _check(self, shard, key, <list>ops)
+
+    def _log_error(self, op, exc):
+        logger.error(
+            "purgatory %r: try_complete of %r raised", self._name, op, exc_info=exc
+        )
+
+
+def _hash_key(key, what):
+    try:
+        return hash(key)
+    except TypeError:
+        raise TypeError(f"{what} must be hashable, got {key!r}") from None
+
+
+def _new_operation(type cls, delay_ms):
+    """A new ``cls`` with ``delay_ms`` and a private lock, without calling its __init__.
+
+    For DelayedOperation subclasses created by the million that fill their
+    own fields right after (say one operation per replayed request):
+    the state is what ``DelayedOperation.__init__(op, delay_ms)`` leaves.
+
+    :raises TypeError: if ``cls`` is not a DelayedOperation subclass, or as
+        DelayedOperation for ``delay_ms``
+    """
+    return _fresh(cls, delay_ms)
+
+
+cdef DelayedOperation _fresh(type cls, object delay_ms):
+    # tp_new leaves every flag False and _holder 0 (zeroed C fields), as
+    # __init__ would set them; only the delay and the lock remain.
+    cdef DelayedOperation op = cls.__new__(cls)
+    _delay_to_ns(delay_ms, op)  # the delay_ms setter, without the attribute lookup
+    op._op_lock = _Lock.__new__(_Lock)  # _allocate_lock(), without the call
+    tw_store_u8(&op._trylock, 1)
+    return op
