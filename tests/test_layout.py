@@ -173,12 +173,6 @@ def test_the_citation_scan_passes(tmp_path: Path, line: str) -> None:
     assert _citations(tmp_path) == []
 
 
-def test_the_public_api_variants_are_linked_where_they_are() -> None:
-    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    assert "](../bench/public_api_variants/README.md)" in design
-    assert (ROOT / "bench" / "public_api_variants" / "README.md").is_file()
-
-
 def test_compiled_core_sources_fit_in_a_thousand_lines() -> None:
     # _wheel.pyx and _purgatory.pyx include one .pxi unit per concern
     # (docs/design.md, "Source layout of the compiled core").

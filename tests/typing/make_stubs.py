@@ -404,8 +404,11 @@ def init_stub() -> str:
         for var, node in _definitions(_source(path)[0]).items():
             if _typevar(node) and (var, path) not in wanted:
                 wanted.append((var, path))
-    pyx = [PACKAGE / f"{m}.pyx" for m in ("_wheel", "_purgatory", "_kafka")]
-    pxd = [path.with_suffix(".pxd") for path in pyx]
+    modules = ("_wheel", "_purgatory", "_kafka")
+    pxd = [PACKAGE / f"{m}.pxd" for m in modules]
+    # A module's .pyx and the .pxi units it includes.
+    pyx = [p for m in modules for p in sorted(PACKAGE.glob(f"{m}*.px[i]"))]
+    pyx += [PACKAGE / f"{m}.pyx" for m in modules]
     writer = _Writer(RENAME, _compiled_members(pyx + pxd))
     defined, imports = _emit(writer, wanted, _cdef_classes(pyx))
     body = writer.out
