@@ -21,6 +21,7 @@ bench/README.md ("A real server").
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -30,6 +31,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 LOAD = [sys.executable, str(HERE / "server_load.py")]
 LOOPS = ("asyncio", "tickwheel", "uvloop", "tickwheel-uvloop")
+NEEDS = ("aiohttp", "websockets", "uvloop")  # the bench extra: servers, clients
 BASE = {"tickwheel": "asyncio", "tickwheel-uvloop": "uvloop"}
 FULL = {
     "rounds": 5, "ws_rounds": 2, "seconds": 4.0, "wrk_conns": 256,
@@ -205,6 +208,49 @@ def run_ws(loop: str, cfg: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def window(pid: int, seconds: float, perf: bool) -> dict[str, float]:
+    """Wait out the measured window; with ``perf``, sample the server meanwhile.
+
+    Returns where the server's CPU went (``perf record`` of its process, by
+    shared object: the kernel, the interpreter, tickwheel's extension), in
+    percent of the samples; {} without ``perf``.
+    """
+    if not perf:
+        time.sleep(seconds)
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = str(Path(tmp) / "perf.data")
+        subprocess.run(["perf", "record", "-F", "499", "-o", data, "-p", str(pid),
+                        "--", "sleep", f"{seconds:g}"],
+                       capture_output=True, check=True)  # fmt: skip
+        report = subprocess.run(
+            ["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return perf_shares(report)
+
+
+SHARES = ("kernel_pct", "python_pct", "tickwheel_pct", "other_pct")
+
+
+def perf_shares(report: str) -> dict[str, float]:
+    """``perf report --sort dso`` lines grouped: kernel, interpreter, tickwheel."""
+    shares = dict.fromkeys(SHARES, 0.0)
+    for pct, dso in re.findall(r"^\s+([\d.]+)%\s+(\S+)", report, re.M):
+        if dso.startswith("[kernel"):
+            key = "kernel_pct"
+        elif dso.startswith(("libpython", "python")):
+            key = "python_pct"
+        elif dso.startswith(("_wheel.", "_purgatory.")):
+            key = "tickwheel_pct"
+        else:
+            key = "other_pct"
+        shares[key] += float(pct)
+    return shares
+
+
 def run_idle(loop: str, mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
     idle = str(cfg["idle"])
     server = Server("idle", loop, "--mode", mode, "--idle", idle)
@@ -216,7 +262,7 @@ def run_idle(loop: str, mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
         clients.say("go")
         time.sleep(min(1.0, cfg["seconds"]))  # every connection sending
         server.ask("mark")
-        time.sleep(cfg["seconds"])
+        shares = window(server.proc.pid, cfg["seconds"], cfg.get("perf", False))
         stats = server.ask("stats")
         clients.say("stop")  # now idle: every idle timeout fires
         sent = clients.results()
@@ -228,6 +274,7 @@ def run_idle(loop: str, mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
         "cpu_pct": 100 * stats["cpu_s"] / stats["wall_s"],
         "left_open": sum(s["open"] for s in sent),
         "timers": counts,
+        **({"perf": shares} if shares else {}),
     }
 
 
@@ -376,6 +423,24 @@ def timers_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def perf_table(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Workload 3's CPU by where it went (``--perf`` runs only): medians."""
+    keys = [k for k, rs in runs.items() if any("perf" in r for r in rs)]
+    if not keys:
+        return []
+    lines = ["| run | kernel | interpreter | tickwheel | other |",
+             "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for key in keys:
+        shares = [r["perf"] for r in runs[key] if "perf" in r]
+        cells = [statistics.median(s[k] for s in shares) for k in SHARES]
+        lines.append(f"| {key} | " + " | ".join(f"{c:.1f} %" for c in cells) + " |")
+    return [
+        "Where workload 3's server CPU went (`perf record` of the server "
+        "process, samples by shared object):",
+        "\n".join(lines),
+    ]
+
+
 def plot(summary: dict[str, Any], path: Path) -> None:
     """Requests/s and p99 per loop (workload 1); CPU per message (workload 3)."""
     import matplotlib
@@ -420,6 +485,7 @@ def render(data: dict[str, Any]) -> str:
         table(summary),
         "Timers the servers' own code scheduled (summed over the rounds):",
         timers_table(summary),
+        *perf_table(data["runs"]),
         "Configuration of each workload's run: `"
         + json.dumps(data["configs"]) + "`",
     ]) + "\n"  # fmt: skip
@@ -442,6 +508,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--render", type=Path, help="re-render a results JSON, measure nothing"
     )
+    p.add_argument("--perf", action="store_true", help="workload 3: sample the "
+                   "server with perf record (Debian: apt-get install -y "
+                   "linux-perf) and tabulate where its CPU went")  # fmt: skip
     opts = p.parse_args(argv)
     opts.workloads = opts.workloads.split(",")
     opts.loops = opts.loops.split(",")
@@ -461,6 +530,15 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_server.py: wrk not found; install it (Debian/Ubuntu: "
               "apt-get install -y wrk) or leave out workload 1 with "
               "--workloads ws,idle", file=sys.stderr)  # fmt: skip
+        return 2
+    if opts.perf and not shutil.which("perf"):
+        print("bench_server.py: --perf needs perf (Debian: apt-get install -y "
+              "linux-perf)", file=sys.stderr)  # fmt: skip
+        return 2
+    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
+    if opts.render is None and missing:
+        print(f"bench_server.py: {', '.join(missing)} not installed; install the "
+              "bench extra: pip install '.[bench]'", file=sys.stderr)  # fmt: skip
         return 2
     out = opts.out or opts.render
     if out is None and not opts.quick:
@@ -486,6 +564,7 @@ def measure_into(
     cfg = dict(QUICK if opts.quick else FULL)
     if opts.rounds is not None:
         cfg["rounds"] = cfg["ws_rounds"] = opts.rounds
+    cfg["perf"] = opts.perf
     runs = measure(opts, cfg)
     command = "python bench/bench_server.py " + " ".join(
         sys.argv[1:] if argv is None else argv

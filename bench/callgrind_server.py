@@ -8,12 +8,13 @@ of one message (start-up, imports and connection set-up cancel out)::
 
     python bench/callgrind_server.py                  # idle and http, all loops
     python bench/callgrind_server.py --m 1000 idle    # one workload
+    python bench/callgrind_server.py --conns 400 idle  # a saturated server
 
 ``idle``: 20 connections, one message every 10-50 ms each (the server is
 far from saturated even under valgrind, so each message is about one loop
-iteration); ``http``: ``wrk`` with 8 keep-alive connections.  Keep the
-callgrind files (``--keep DIR``) to read where the instructions go with
-``callgrind_annotate``.
+iteration; ``--conns 400`` saturates it, as 10,000 do bench_server.py's);
+``http``: ``wrk`` with 8 keep-alive connections.  Keep the callgrind files
+(``--keep DIR``) to read where the instructions go with ``callgrind_annotate``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def instructions(path: Path) -> int:
     return int(m[1])
 
 
-def one_run(workload: str, loop: str, mode: str, m: int, out: Path) -> int:
+def one_run(
+    workload: str, loop: str, mode: str, m: int, out: Path, conns: int = 20
+) -> int:
     """Total instructions of a server that stops after ``m`` messages."""
     cmd = SERVER_CPU + [
         "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
@@ -49,7 +52,7 @@ def one_run(workload: str, loop: str, mode: str, m: int, out: Path) -> int:
     port = server.stdout.readline().split()[1]
     if workload == "idle":
         load = subprocess.Popen(
-            LOAD_CPU + LOAD + ["client", "idle", port, "20"],
+            LOAD_CPU + LOAD + ["client", "idle", port, str(conns)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert load.stdin is not None and load.stdout is not None
@@ -75,9 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--m", type=int, default=2000, help="messages of the short run")
     p.add_argument("--loops", default=",".join(LOOPS))
     p.add_argument("--keep", type=Path, help="keep the callgrind files here")
+    p.add_argument("--conns", type=int, default=20, help="idle: connections "
+                   "(400 saturate the server under valgrind)")  # fmt: skip
     opts = p.parse_args(argv)
     if opts.m < 1:
         p.error(f"--m must be >= 1, got {opts.m}")
+    if not 1 <= opts.conns <= 15_000:
+        p.error(f"--conns must be in 1..15000 (file descriptors), got {opts.conns}")
     for tool in ("valgrind", "wrk"):
         if shutil.which(tool) is None:
             print(f"callgrind_server.py: {tool} not found (apt-get install -y "
@@ -91,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     for w, loop, mode in variants(opts.workloads, opts.loops.split(",")):
         t0 = time.perf_counter()
         base = f"{w}-{loop}-{mode}"
-        short = one_run(w, loop, mode, opts.m, keep / f"{base}-m.out")
-        long = one_run(w, loop, mode, 2 * opts.m, keep / f"{base}-2m.out")
+        short = one_run(w, loop, mode, opts.m, keep / f"{base}-m.out", opts.conns)
+        long = one_run(w, loop, mode, 2 * opts.m, keep / f"{base}-2m.out", opts.conns)
         per = (long - short) / opts.m
         print(f"| {w} | {loop} | {mode} | {per:,.0f} |", flush=True)
         print(f"  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)

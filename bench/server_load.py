@@ -154,6 +154,7 @@ async def serve_http(opts: argparse.Namespace, window: Window, timers: Timers) -
 # -- workload 2: websockets, many idle connections ----------------------------
 async def serve_ws(opts: argparse.Namespace, window: Window, timers: Timers) -> Any:
     from websockets.asyncio.server import serve
+    from websockets.exceptions import ConnectionClosedError
 
     conns: set[Any] = set()
 
@@ -163,6 +164,8 @@ async def serve_ws(opts: argparse.Namespace, window: Window, timers: Timers) -> 
             async for message in ws:
                 window.messages += 1
                 await ws.send(message)
+        except ConnectionClosedError:
+            pass  # the clients abort their connections at the end of a round
         finally:
             conns.discard(ws)
 
