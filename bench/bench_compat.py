@@ -6,7 +6,7 @@ smaller sizes, so the ratios are indicative only).  It prints one Markdown
 table; every time is the median of ``--repeat`` runs, measured with the
 garbage collector enabled, as in a real program.
 
-Goals (issue 4), checked in the "goal" column:
+Goals, checked in the "goal" column:
 
 * 100,000 ``call_later`` + ``cancel``: the wheel on the default asyncio loop
   >= 5x faster than ``loop.call_later`` (also shown under uvloop);
@@ -16,7 +16,7 @@ Goals (issue 4), checked in the "goal" column:
 * 10,000 ``Timer.start()`` + ``cancel()`` vs ``threading.Timer``: threads
   created, wall time and peak RSS (each side in its own subprocess).
 
-Also shown (issue 16): moving one of 10,000 pending idle timers per message,
+Also shown: moving one of 10,000 pending idle timers per message,
 asyncio's ``cancel()`` + ``call_later()`` against ``handle.postpone()``, on
 the default loop and under uvloop.
 """

@@ -1,4 +1,4 @@
-"""The tickwheel event loop against its base loop (issue 19), side by side.
+"""The tickwheel event loop against its base loop, side by side.
 
 Run ``python bench/bench_event_loop.py`` (a few minutes) or ``--quick``
 (seconds; smaller sizes, ratios indicative only).  It prints one Markdown
@@ -10,7 +10,7 @@ of a shared host's speed does not bias the ratio.  Fresh loops each round;
 the garbage collector stays on, as in a real program.
 
 Base loops: asyncio's default loop class and ``uvloop.Loop`` (if installed).
-Workloads and goals (issue 19):
+Workloads and goals:
 
 * ``call_later``: ``loop.call_later(delay, cb)`` + ``handle.cancel()``
   through the loop's own methods, 200,000 pairs, delays uniform in 1-30 s:

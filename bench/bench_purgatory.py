@@ -33,7 +33,7 @@ the heap keeps them until their deadline).
 Baseline: :class:`HeapPurgatory` below, the same watcher lists with a heapq
 timer and a reaper thread (lazy deletion, like Kafka's pre-0.9 DelayQueue).
 
-Goal (issue 3): 50,000 requests/s on one core with about 90% completing early.
+Goal: 50,000 requests/s on one core with about 90% completing early.
 The default latency distribution (pct50 2 ms, pct75 6.7 ms, timeout 20 ms)
 makes 90% complete early; ``--sweep`` adds longer timeouts with the same 90%.
 

@@ -22,7 +22,7 @@ times (medians reported, and the replay/SQL ratio of each back-to-back pair):
 Wall time is the driver's; CPU time is user+system of the driver, the JVM and
 the Python workers (every process under this one, from /proc; Linux only).
 
-Goal (issue 8): replay wall time within 1.5x of the SQL formulation.
+Goal: replay wall time within 1.5x of the SQL formulation.
 
 Run: ``python bench/bench_replay.py`` (several minutes), ``--quick`` (50,000
 requests, one repetition: about a minute).

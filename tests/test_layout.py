@@ -89,7 +89,8 @@ def test_the_length_scan_counts_each_function_whole(tmp_path: Path) -> None:
 # -- what the text cites ---------------------------------------------------------
 #: The folders whose text is read, and the kinds of file that hold text a
 #: maintainer reads (code, headers, stubs, docs); data files are not prose.
-CITING_FOLDERS = ("src", "tests", "docs")
+CITING_FOLDERS = ("src", "tests", "docs", "bench")
+CITING_FILES = ("README.md", "pyproject.toml", "setup.py")
 TEXT_SUFFIXES = {".py", ".pyx", ".pxd", ".pyi", ".h", ".md", ".rst", ".txt"}
 #: The word issue or ticket followed by a number (with or without a space, a
 #: dash or a hash), or a hash and a number alone; not an HTML entity, a URL
@@ -106,6 +107,7 @@ PROJECT_DOC = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_]+\.md)\b")
 
 
 def _text_files(root: Path) -> Iterator[Path]:
+    yield from (root / name for name in CITING_FILES if (root / name).is_file())
     for top in CITING_FOLDERS:
         for path in sorted((root / top).rglob("*")):
             if path.is_file() and path.suffix in TEXT_SUFFIXES:
