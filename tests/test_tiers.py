@@ -4,7 +4,8 @@ pyproject.toml's ``addopts`` deselects the slow tiers (``-m 'not spark and
 not ...'``).  A marker added there and selected by no CI step would drop its
 tests from every run, silently.  So each tier it deselects is registered
 with a description, named in the README with its command, and selected by a
-step of ``.ci/run`` (directly or through the scripts it calls); and every
+step of ``.ci/run`` (directly or through the scripts it calls) or of
+GitHub's ci.yml; and every
 test file is one pytest collects.  docs/development.md, "Test tiers", has
 the tiers and their cost.
 """
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: .ci/run and the scripts it calls; ci.yml (GitHub) runs the docs tier.
 CI_SCRIPTS = [ROOT / ".ci" / name for name in ("run", "suite", "freethreaded")]
+CI_SCRIPTS.append(ROOT / ".github" / "workflows" / "ci.yml")
 NAME = re.compile(r"[a-z_]+")
 
 
@@ -66,7 +69,7 @@ def test_each_tier_is_registered_named_in_the_readme_and_run_by_ci(pytestconfig)
         assert registered.get(tier, "").startswith("tier"), (tier, registered)
         assert re.search(rf"-m \"?{tier}\b", readme), f"README: no `-m {tier}`"
         assert any(_selects(e, {tier}) for e in expressions), (
-            f"no step of .ci/run selects the {tier} tier: {expressions}"
+            f"no CI step selects the {tier} tier: {expressions}"
         )
     # And no marker is described as a tier that the default run keeps.
     described = {m for m, text in registered.items() if text.startswith("tier")}
