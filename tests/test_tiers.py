@@ -48,7 +48,9 @@ def _ci_expressions() -> list[str]:
     found = []
     for script in CI_SCRIPTS:
         found += re.findall(r"""-m (?:"([^"]*)"|'([^']*)')""", script.read_text())
-    return [double or single for double, single in found]
+    # One built from a shell variable ("not replay and ${MARKS[1]}") only
+    # narrows a literal one.
+    return [e for e in (d or s for d, s in found) if "$" not in e]
 
 
 def test_selects_reads_marker_expressions():
