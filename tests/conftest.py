@@ -60,20 +60,29 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:
-    # Deselect (not skip): the pure-Python pass does not claim to test them.
     if not _no_ext(config):
         return
+    # Deselect (not skip): the pure-Python pass does not claim to test them.
     keep = [item for item in items if "c_extension" not in item.keywords]
     dropped = [item for item in items if "c_extension" in item.keywords]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+    # The pure-python variants of the tests parametrised over both cores ran
+    # in the compiled pass already (on twins.twin_package()): in this pass
+    # they are the twin_full tier (docs/development.md, "Test tiers").
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("impl") == PURE_CORE:
+            item.add_marker(pytest.mark.twin_full)
 
 
+PURE_CORE = "tickwheel._wheel_py"
 IMPLS = [
     pytest.param("tickwheel._wheel", id="c-extension", marks=pytest.mark.c_extension),
-    pytest.param("tickwheel._wheel_py", id="pure-python"),
+    pytest.param(PURE_CORE, id="pure-python"),
 ]
 
 

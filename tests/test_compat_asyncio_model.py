@@ -72,6 +72,9 @@ from twins import twin_package
 import tickwheel
 from tickwheel import compat_asyncio
 
+# The model tier (docs/development.md, "Test tiers"): minutes of Hypothesis.
+pytestmark = pytest.mark.model
+
 # The wheel reads the loop's clock as round(loop.time() * 1e9); below this the
 # float round trip of an integer nanosecond count is exact (about 23 days).
 CLOCK_CAP_NS = 2 * 10**15

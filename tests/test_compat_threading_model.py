@@ -61,6 +61,9 @@ from hypothesis.stateful import (
 from tickwheel import compat_threading
 from tickwheel.compat_threading import Timer
 
+# The model tier (docs/development.md, "Test tiers"): minutes of Hypothesis.
+pytestmark = pytest.mark.model
+
 INTERVALS = SECONDS
 ACTIONS = st.one_of(
     st.none(),

@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.stress
+
 THREADS = 4
 PER_THREAD = 1_500
 WAIT_S = 60.0

@@ -27,6 +27,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+# The model tier (docs/development.md, "Test tiers"): minutes of Hypothesis.
+pytestmark = pytest.mark.model
+
 DELAYS = st.one_of(
     st.integers(-3, 30), st.integers(0, 3_000), st.sampled_from([10**6, 10**9])
 )

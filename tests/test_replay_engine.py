@@ -15,6 +15,8 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
 
+pytestmark = pytest.mark.replay
+
 from tickwheel.spark.engine import (  # noqa: E402
     OUTPUT_SCHEMA,
     REJECT_REASONS,

@@ -27,7 +27,7 @@ from hypothesis import strategies as st  # noqa: E402
 from tickwheel.spark import _engine_sim, _replay_py, engine  # noqa: E402
 from tickwheel.spark.trace import EVENT_SCHEMA, generate_trace  # noqa: E402
 
-pytestmark = pytest.mark.c_extension
+pytestmark = [pytest.mark.c_extension, pytest.mark.replay]
 
 KEY = [
     ("partition", "ascending"),

@@ -24,7 +24,7 @@ stress = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = stress
 _spec.loader.exec_module(stress)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.stress]
 
 THREADS, OPS = 8, 5_000
 LIMIT_S = 60.0  # the watchdog: a CI run takes about a second

@@ -64,6 +64,7 @@ def _expected() -> dict[int, str]:
     }
 
 
+@pytest.mark.typing  # a tier: mypy takes seconds, stubtest most of a minute
 def test_mypy_reveals_the_public_types(tmp_path, monkeypatch):
     api = pytest.importorskip("mypy.api")
     package_parent = Path(tickwheel.__file__).resolve().parents[1]
@@ -123,6 +124,7 @@ def test_stubs_are_what_make_stubs_writes():
     assert stale == [], f"run python tests/typing/make_stubs.py: {stale} changed"
 
 
+@pytest.mark.typing
 @pytest.mark.parametrize(
     "core", [pytest.param("compiled", marks=pytest.mark.c_extension), "pure"]
 )

@@ -25,6 +25,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+# The model tier (docs/development.md, "Test tiers"): minutes of Hypothesis.
+pytestmark = pytest.mark.model
+
 DELAYS = st.one_of(
     st.integers(-5, 40),
     st.integers(0, 5_000),

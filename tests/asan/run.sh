@@ -48,5 +48,5 @@ done
 LD_PRELOAD="$ASAN_RT" \
 ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=0" \
 PYTHONMALLOC=malloc \
-  "$WORK/venv/bin/python" -m pytest -q -p no:cacheprovider "${TESTS[@]}" "$@"
+  "$WORK/venv/bin/python" -m pytest -q -p no:cacheprovider -m "not cluster and not docs" "${TESTS[@]}" "$@"
 echo "ASan run clean: ${TESTS[*]}"

@@ -1,8 +1,7 @@
 """One Spark session for all Spark tests (starting one costs 8-12 s).
 
 ``local[2]``, web UI off, no console progress bar, few shuffle partitions.
-The tests are marked ``spark``; the marker is registered here because the
-project's marker list lives in pyproject.toml.
+The tests are marked ``spark`` here (a tier: pyproject.toml registers it).
 """
 
 from __future__ import annotations
@@ -21,9 +20,6 @@ SPARK_TESTS_DIR = os.path.dirname(__file__)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "spark: needs pyspark and a JVM (session fixture)"
-    )
     # Targeted: pyspark's own deprecation noise on import/arrow paths, which
     # filterwarnings=error would turn into failures of our tests.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pyspark.*")
@@ -40,9 +36,13 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by this mark
 def pytest_collection_modifyitems(config: pytest.Config, items: list[Any]) -> None:
+    # The cluster tests are a tier of their own (-m spark leaves them out).
     for item in items:
-        if str(item.fspath).startswith(SPARK_TESTS_DIR):
+        if str(item.fspath).startswith(SPARK_TESTS_DIR) and not item.get_closest_marker(
+            "cluster"
+        ):
             item.add_marker(pytest.mark.spark)
 
 
