@@ -190,7 +190,7 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
         if tw_load_u8(&op._done):
             dropped += 1  # completed by this call or by another thread
     if dropped:
-        _compact(shard, key)
+        _compact(self, shard, key, 1)
     if error is not None:
         raise error
     return completed
@@ -201,8 +201,14 @@ cdef extern from *:
     static inline int tw_type_is(PyObject *o, PyTypeObject *t) {
         return Py_TYPE(o) == t;
     }
+    static inline void tw_list_swap(PyObject *ops, Py_ssize_t i, Py_ssize_t j) {
+        PyObject *a = PyList_GET_ITEM(ops, i);
+        PyList_SET_ITEM(ops, i, PyList_GET_ITEM(ops, j));
+        PyList_SET_ITEM(ops, j, a);
+    }
     """
     bint tw_type_is(PyObject *o, PyTypeObject *t) noexcept
+    void tw_list_swap(list ops, Py_ssize_t i, Py_ssize_t j) noexcept
 
 
 cdef enum:
@@ -247,12 +253,37 @@ cdef list _live(list ops):
     return out
 
 
-cdef Py_ssize_t _compact(_Shard shard, object key) except -1:
-    # Drop the done operations from ``key``'s list: a new list installed in
-    # its place (lists are replaced, never edited, so a concurrent scan of
-    # the old one never skips an entry); the key goes with its last one.
-    # Returns how many entries went.
+cdef Py_ssize_t _drop_done(list ops) except -1:
+    # Edit ``ops`` in place: the live operations moved to the front in
+    # order, the done ones deleted from the end; how many went.  Only
+    # under the shard's lock while no scan reads a list of the purgatory
+    # (see _compact).  The moves run no Python code; the deletion is
+    # CPython's own, which leaves the list whole before the last decref.
+    cdef Py_ssize_t n = PyList_GET_SIZE(ops)
+    cdef Py_ssize_t i, j = 0
+    for i in range(n):
+        if not tw_load_u8(&(<DelayedOperation>PyList_GET_ITEM(ops, i))._done):
+            if i != j:
+                tw_list_swap(ops, i, j)
+            j += 1
+    if j < n:
+        del ops[j:n]
+    return n - j
+
+
+cdef Py_ssize_t _compact(
+    _PurgatoryCore self, _Shard shard, object key, Py_ssize_t mine
+) except -1:
+    # Drop the done operations from ``key``'s list; the key goes with its
+    # last one.  A scan reads a list without the shard's lock, so lists are
+    # replaced, not edited, while one may be reading (a concurrent scan of
+    # the old list never skips an entry).  When the scans in progress are
+    # only the caller's ``mine`` (GIL builds: _PurgatoryCore._scans, read
+    # after the lock is taken, as taking it may let other threads run),
+    # the list is edited instead, which saves allocating a copy and
+    # freeing the old one per check.  Returns how many entries went.
     cdef list ops, keep
+    cdef Py_ssize_t dropped
     shard_lock = shard.lock
     _acquire(shard_lock)
     try:
@@ -260,6 +291,11 @@ cdef Py_ssize_t _compact(_Shard shard, object key) except -1:
         ops = watchers.get(key)
         if ops is None:
             return 0
+        if not TW_FT_LOCKS and self._scans == mine:
+            dropped = _drop_done(ops)
+            if not ops:
+                del watchers[key]
+            return dropped
         keep = _live(ops)
         if keep is None:
             return 0
@@ -272,10 +308,12 @@ cdef Py_ssize_t _compact(_Shard shard, object key) except -1:
         _release(shard_lock)
 
 
-cdef Py_ssize_t _purge_shard(_Shard shard) except -1:
-    # _compact for every key of the shard, under its lock once; in C, as
-    # a purge passes over every watched entry (bench/README.md, "The
-    # purgatory, Kafka's workload").
+cdef Py_ssize_t _purge_shard(_PurgatoryCore self, _Shard shard) except -1:
+    # _compact for every key of the shard, under its lock once, for a
+    # purge outside any scan; in C, as a purge passes over every watched
+    # entry (bench/README.md, "The purgatory, Kafka's workload").  The
+    # scans are counted again for each list: deleting an entry may free
+    # an operation and run Python code that lets another thread in.
     cdef Py_ssize_t purged = 0
     cdef list keep
     cdef list empty = []
@@ -284,6 +322,11 @@ cdef Py_ssize_t _purge_shard(_Shard shard) except -1:
     try:
         watchers = shard.watchers
         for key, ops in watchers.items():
+            if not TW_FT_LOCKS and self._scans == 0:
+                purged += _drop_done(<list>ops)
+                if not ops:
+                    empty.append(key)
+                continue
             keep = _live(<list>ops)
             if keep is None:
                 continue
@@ -398,13 +441,21 @@ cdef class _PurgatoryCore:
         ops = shard.watchers.get(key)
         if ops is None:
             return 0
-        return _check(self, shard, key, <list>ops)
+        if TW_FT_LOCKS:
+            return _check(self, shard, key, <list>ops)
+        # Counted from the read of the list on (no Python code in between,
+        # so with the GIL no other thread can edit the list meanwhile).
+        self._scans += 1
+        try:
+            return _check(self, shard, key, <list>ops)
+        finally:
+            self._scans -= 1
 
     def _purge_lists(self):
         """Drop every done operation from every watcher list; how many entries went."""
         cdef Py_ssize_t purged = 0
         for shard in self._shards:
-            purged += _purge_shard(<_Shard>shard)
+            purged += _purge_shard(self, <_Shard>shard)
         return purged
 
     def _log_error(self, op, exc):
