@@ -142,7 +142,7 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
     error = None
     for i in range(n):
         if TW_FT_LOCKS:
-            item = ops[i]  # a new reference (another thread may append)
+            item = tw_list_get(ops, i)  # another thread may append
             p = <PyObject *>item
         else:
             p = PyList_GET_ITEM(ops, i)  # borrowed: the list only grows
@@ -201,6 +201,37 @@ cdef extern from *:
     static inline int tw_type_is(PyObject *o, PyTypeObject *t) {
         return Py_TYPE(o) == t;
     }
+    /* dict.get(key) as a new reference.  On free-threaded builds a
+       borrowed value could be replaced and freed by another thread before
+       the caller's incref: PyDict_GetItemRef (3.13+) takes it safely. */
+    static inline PyObject *tw_dict_get(PyObject *d, PyObject *key) {
+    #ifdef Py_GIL_DISABLED
+        PyObject *v;
+        if (PyDict_GetItemRef(d, key, &v) < 0)
+            return NULL;
+        return v ? v : Py_NewRef(Py_None);
+    #else
+        PyObject *v = PyDict_GetItemWithError(d, key);
+        if (v == NULL && PyErr_Occurred())
+            return NULL;
+        return Py_NewRef(v ? v : Py_None);
+    #endif
+    }
+    /* ops[i] as a new reference, i < len(ops).  Free-threaded builds:
+       another thread may append meanwhile (and move the items), which
+       PyList_GetItemRef (3.13+) allows for. */
+    static inline PyObject *tw_list_get(PyObject *ops, Py_ssize_t i) {
+    #ifdef Py_GIL_DISABLED
+        return PyList_GetItemRef(ops, i);
+    #else
+        return Py_NewRef(PyList_GET_ITEM(ops, i));
+    #endif
+    }
+    /* A list made by PyList_New whose first n slots are filled: its
+       length is now n (the rest were never set). */
+    static inline void tw_list_cut(PyObject *ops, Py_ssize_t n) {
+        Py_SET_SIZE(ops, n);
+    }
     static inline void tw_list_swap(PyObject *ops, Py_ssize_t i, Py_ssize_t j) {
         PyObject *a = PyList_GET_ITEM(ops, i);
         PyList_SET_ITEM(ops, i, PyList_GET_ITEM(ops, j));
@@ -209,6 +240,9 @@ cdef extern from *:
     """
     bint tw_type_is(PyObject *o, PyTypeObject *t) noexcept
     void tw_list_swap(list ops, Py_ssize_t i, Py_ssize_t j) noexcept
+    object tw_dict_get(dict d, object key)
+    object tw_list_get(list ops, Py_ssize_t i)
+    void tw_list_cut(list ops, Py_ssize_t n) noexcept
 
 
 cdef enum:
@@ -233,23 +267,23 @@ cdef inline int _scan_state(PyObject *p) noexcept:
 
 cdef list _live(list ops):
     # The operations of ``ops`` not done, in order, or None if all are;
-    # called under the shard's lock (no append meanwhile).  Counted first,
-    # then copied into a list of that size, borrowed reads in between.
+    # called under the shard's lock (no append meanwhile).  One pass into a
+    # list of len(ops) slots, cut to the ones filled: on free-threaded
+    # builds another thread may complete an operation during the pass, so
+    # a count taken first would not match.
     cdef Py_ssize_t n = PyList_GET_SIZE(ops)
-    cdef Py_ssize_t live = 0
     cdef Py_ssize_t i, j = 0
     cdef PyObject *p
-    for i in range(n):
-        live += not tw_load_u8(&(<DelayedOperation>PyList_GET_ITEM(ops, i))._done)
-    if live == n:
-        return None
-    cdef list out = PyList_New(live)
+    cdef list out = PyList_New(n)
     for i in range(n):
         p = PyList_GET_ITEM(ops, i)
-        if j < live and not tw_load_u8(&(<DelayedOperation>p)._done):
+        if not tw_load_u8(&(<DelayedOperation>p)._done):
             Py_INCREF(<object>p)
             PyList_SET_ITEM(out, j, <object>p)
             j += 1
+    if j == n:
+        return None
+    tw_list_cut(out, j)
     return out
 
 
@@ -321,7 +355,8 @@ cdef Py_ssize_t _purge_shard(_PurgatoryCore self, _Shard shard) except -1:
     _acquire(shard_lock)
     try:
         watchers = shard.watchers
-        for key, ops in watchers.items():
+        # A snapshot of the items: the loop replaces values as it goes.
+        for key, ops in list(watchers.items()):
             if not TW_FT_LOCKS and self._scans == 0:
                 purged += _drop_done(<list>ops)
                 if not ops:
@@ -332,7 +367,7 @@ cdef Py_ssize_t _purge_shard(_PurgatoryCore self, _Shard shard) except -1:
                 continue
             purged += len(<list>ops) - len(keep)
             if keep:
-                watchers[key] = keep  # a value replaced: the dict's size stays
+                watchers[key] = keep
             else:
                 empty.append(key)
         for key in empty:
@@ -437,8 +472,9 @@ cdef class _PurgatoryCore:
             shard = <_Shard>self._shards[hash(key) & self._mask]
         except TypeError:
             raise TypeError(f"key must be hashable, got {key!r}") from None
-        # A dict read is atomic; writers (watch, compaction) take shard.lock.
-        ops = shard.watchers.get(key)
+        # Read without the lock (writers, watch and compaction, take
+        # shard.lock), as a new reference even on free-threaded builds.
+        ops = tw_dict_get(shard.watchers, key)
         if ops is None:
             return 0
         if TW_FT_LOCKS:
