@@ -184,6 +184,48 @@ def test_scan_skips_a_waiting_countdown_without_its_lock(kit, purgatory):
     assert calls.ops == [op]
 
 
+@pytest.mark.parametrize("during", ["purge", "check"])
+def test_a_scan_sees_every_entry_when_a_callback_compacts_its_list(
+    kit, purgatory, during
+):
+    # The first operation's callback purges, or checks the same key, while
+    # the outer scan is in the middle of the list; a stale entry sits
+    # before the rest.  Edited in place, the list would shift under the
+    # outer scan and it would pass over ``ops[2]``: the compaction must
+    # leave the list being scanned whole.
+    def first_done(op: Any) -> None:
+        if during == "purge":
+            assert purgatory.purge() == 2  # the first and the stale entry
+        else:
+            assert purgatory.check_and_complete("k") == 3  # the last three
+
+    ops = [kit.Countdown(500, first_done)]
+    ops += [kit.Countdown(500) for _ in range(4)]
+    for op in ops:
+        purgatory.try_complete_else_watch(op, ["k"])
+    assert ops[1].force_complete()  # stale: done, still in the list
+    for op in ops:
+        op.count_down()
+    completed = purgatory.check_and_complete("k")
+    assert all(op.completed for op in ops)
+    assert completed == (4 if during == "purge" else 1)
+    assert purgatory.watched == 0 and purgatory.keys() == []
+
+
+def test_a_check_compacts_its_list_keeping_the_order(kit, purgatory):
+    ops = [kit.Countdown(500) for _ in range(6)]
+    for op in ops:
+        purgatory.try_complete_else_watch(op, ["k", "j"])
+    for i in (0, 2, 5):
+        ops[i].count_down()
+    assert purgatory.check_and_complete("k") == 3
+    shard = purgatory._shards[hash("k") & purgatory._mask]
+    assert shard.watchers["k"] == [ops[1], ops[3], ops[4]]
+    assert purgatory.watched == 3 + 6  # "j" keeps its stale entries
+    assert purgatory.purge() == 3
+    assert purgatory.watched == 6
+
+
 def test_many_threads_count_down_each_completes_once(kit, no_thread_leak):
     timer = kit.MockTimer()
     purgatory = kit.Purgatory("threads", timer)

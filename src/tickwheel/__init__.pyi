@@ -364,14 +364,7 @@ class _PurgatoryCore:
     @staticmethod
     def _retry(op: DelayedOperation, ident: int) -> bool: ...
     def _log_error(self, op: DelayedOperation, exc: BaseException) -> None: ...
-    @staticmethod
-    def _replace(
-        shard: _Shard,
-        key: Hashable,
-        scanned: list[DelayedOperation],
-        keep: list[DelayedOperation],
-        seen: int,
-    ) -> None: ...
+    def _purge_lists(self) -> int: ...
 
 @type_check_only
 class _PartitionCore:

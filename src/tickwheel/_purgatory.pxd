@@ -24,7 +24,8 @@
 # dictionary version), so subclasses override them as usual.
 #
 # Thread-safety: exactly purgatory.py's protocol (per-operation lock, the
-# retry flag hand-off, shard locks for writers, lists replaced not edited).
+# retry flag hand-off, shard locks for writers, lists replaced not edited
+# while a scan may read them; with a GIL, edited in place when none does).
 # The locks are _Lock objects (or the lock the user passed), real locks on
 # free-threaded builds.  An operation's flags are written under its lock and
 # some are read without it (the done checks, the retry hand-off: Kafka's
@@ -101,6 +102,10 @@ cdef class _PurgatoryCore:
     # True when the timer's class keeps TimerCore's add and __len__: the
     # watch then calls them in C (set by the purgatory's __init__).
     cdef public bint _c_timer
+    # Check scans in progress (GIL builds; read and written with the GIL
+    # held): while none but the caller's runs, a compaction may edit a
+    # watcher list in place instead of replacing it.
+    cdef Py_ssize_t _scans
 
 
 # A new operation of class ``cls`` with ``delay_ms`` and a private lock, its

@@ -13,8 +13,16 @@ module so their inline functions and direct calls stay.
 
 cimport cython
 from cpython.exc cimport PyErr_CheckSignals
-from cpython.object cimport Py_TPFLAGS_HEAPTYPE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
+from cpython.object cimport (
+    Py_EQ,
+    Py_TPFLAGS_HEAPTYPE,
+    PyObject,
+    PyObject_RichCompareBool,
+    PyTypeObject,
+)
 from cpython.pyport cimport PY_SSIZE_T_MAX
+from cpython.ref cimport Py_INCREF
 from cpython.pythread cimport (
     WAIT_LOCK,
     PY_LOCK_ACQUIRED,

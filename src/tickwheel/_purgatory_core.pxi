@@ -123,27 +123,36 @@ cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys)
     return completed
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
-    # check_and_complete's scan of ``ops`` (see the twin).
+    # check_and_complete's scan of ``ops`` (see the twin): the entries there
+    # now (one appended later is tried by its own watch's second try).  It
+    # only counts the done ones; _compact then copies the live ones once,
+    # in C, rather than the scan collecting them one append at a time.
     cdef unsigned long ident = _ident()
     cdef Py_ssize_t completed = 0
     cdef Py_ssize_t dropped = 0
-    cdef list keep = []
+    cdef Py_ssize_t i
+    cdef Py_ssize_t n = len(ops)
     cdef bint ok
+    cdef int state
+    cdef PyObject *p
     cdef DelayedOperation op
     error = None
-    for item in ops:
-        op = <DelayedOperation>item
-        if tw_load_u8(&op._done):
+    for i in range(n):
+        if TW_FT_LOCKS:
+            item = tw_list_get(ops, i)  # another thread may append
+            p = <PyObject *>item
+        else:
+            p = PyList_GET_ITEM(ops, i)  # borrowed: the list only grows
+        state = _scan_state(p)
+        if state == _DONE:
             dropped += 1
             continue
-        if (type(op) is CountdownOperation
-                and tw_atomic_load_ssize(&(<CountdownOperation>op)._count)):
-            # Not ready, so its try_complete would return False: skip the
-            # lock.  The count only falls, and the thread that takes it to
-            # zero checks a key of the operation afterwards.
-            keep.append(op)
+        if state == _NOT_READY:
             continue
+        op = <DelayedOperation>p
         lock = op._op_lock
         if not tw_load_u8(&op._trylock):
             _acquire(lock)  # a shared lock: wait for it
@@ -152,8 +161,7 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
             # waits for it, which is merely slower).
             _acquire(lock)
         elif not _hand_off(op):
-            keep.append(op)  # its holder tries again for us
-            continue
+            continue  # its holder tries again for us
         tw_store_ul(&op._holder, ident)
         try:
             ok = _try_complete(op)
@@ -177,29 +185,139 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
                     error = exc
                 else:
                     self._log_error(op, exc)
-            if not ok and tw_load_u8(&op._done):
-                dropped += 1  # completed by another thread meanwhile
-                continue
         if ok:
             completed += 1
-            dropped += 1
-        else:
-            keep.append(op)
+        if tw_load_u8(&op._done):
+            dropped += 1  # completed by this call or by another thread
     if dropped:
-        _replace(shard, key, ops, keep, len(keep) + dropped)
+        _compact(self, shard, key, 1)
     if error is not None:
         raise error
     return completed
 
 
-cdef int _replace(
-    _Shard shard, object key, list scanned, list keep, Py_ssize_t seen
+cdef extern from *:
+    """
+    static inline int tw_type_is(PyObject *o, PyTypeObject *t) {
+        return Py_TYPE(o) == t;
+    }
+    /* dict.get(key) as a new reference.  On free-threaded builds a
+       borrowed value could be replaced and freed by another thread before
+       the caller's incref: PyDict_GetItemRef (3.13+) takes it safely. */
+    static inline PyObject *tw_dict_get(PyObject *d, PyObject *key) {
+    #ifdef Py_GIL_DISABLED
+        PyObject *v;
+        if (PyDict_GetItemRef(d, key, &v) < 0)
+            return NULL;
+        return v ? v : Py_NewRef(Py_None);
+    #else
+        PyObject *v = PyDict_GetItemWithError(d, key);
+        if (v == NULL && PyErr_Occurred())
+            return NULL;
+        return Py_NewRef(v ? v : Py_None);
+    #endif
+    }
+    /* ops[i] as a new reference, i < len(ops).  Free-threaded builds:
+       another thread may append meanwhile (and move the items), which
+       PyList_GetItemRef (3.13+) allows for. */
+    static inline PyObject *tw_list_get(PyObject *ops, Py_ssize_t i) {
+    #ifdef Py_GIL_DISABLED
+        return PyList_GetItemRef(ops, i);
+    #else
+        return Py_NewRef(PyList_GET_ITEM(ops, i));
+    #endif
+    }
+    /* A list made by PyList_New whose first n slots are filled: its
+       length is now n (the rest were never set). */
+    static inline void tw_list_cut(PyObject *ops, Py_ssize_t n) {
+        Py_SET_SIZE(ops, n);
+    }
+    static inline void tw_list_swap(PyObject *ops, Py_ssize_t i, Py_ssize_t j) {
+        PyObject *a = PyList_GET_ITEM(ops, i);
+        PyList_SET_ITEM(ops, i, PyList_GET_ITEM(ops, j));
+        PyList_SET_ITEM(ops, j, a);
+    }
+    """
+    bint tw_type_is(PyObject *o, PyTypeObject *t) noexcept
+    void tw_list_swap(list ops, Py_ssize_t i, Py_ssize_t j) noexcept
+    object tw_dict_get(dict d, object key)
+    object tw_list_get(list ops, Py_ssize_t i)
+    void tw_list_cut(list ops, Py_ssize_t n) noexcept
+
+
+cdef enum:
+    _TRY = 0
+    _DONE = 1
+    _NOT_READY = 2
+
+
+cdef inline int _scan_state(PyObject *p) noexcept:
+    # What a check's scan does with the watched operation ``p``: drop it
+    # (done), pass it by, or try it.  A CountdownOperation whose count is
+    # not zero would return False from try_complete: it is passed by
+    # without its lock.  The count only falls, and the thread that takes
+    # it to zero checks a key of the operation afterwards.
+    if tw_load_u8(&(<DelayedOperation>p)._done):
+        return _DONE
+    if (tw_type_is(p, <PyTypeObject *>CountdownOperation)
+            and tw_atomic_load_ssize(&(<CountdownOperation>p)._count)):
+        return _NOT_READY
+    return _TRY
+
+
+cdef list _live(list ops):
+    # The operations of ``ops`` not done, in order, or None if all are;
+    # called under the shard's lock (no append meanwhile).  One pass into a
+    # list of len(ops) slots, cut to the ones filled: on free-threaded
+    # builds another thread may complete an operation during the pass, so
+    # a count taken first would not match.
+    cdef Py_ssize_t n = PyList_GET_SIZE(ops)
+    cdef Py_ssize_t i, j = 0
+    cdef PyObject *p
+    cdef list out = PyList_New(n)
+    for i in range(n):
+        p = PyList_GET_ITEM(ops, i)
+        if not tw_load_u8(&(<DelayedOperation>p)._done):
+            Py_INCREF(<object>p)
+            PyList_SET_ITEM(out, j, <object>p)
+            j += 1
+    if j == n:
+        return None
+    tw_list_cut(out, j)
+    return out
+
+
+cdef Py_ssize_t _drop_done(list ops) except -1:
+    # Edit ``ops`` in place: the live operations moved to the front in
+    # order, the done ones deleted from the end; how many went.  Only
+    # under the shard's lock while no scan reads a list of the purgatory
+    # (see _compact).  The moves run no Python code; the deletion is
+    # CPython's own, which leaves the list whole before the last decref.
+    cdef Py_ssize_t n = PyList_GET_SIZE(ops)
+    cdef Py_ssize_t i, j = 0
+    for i in range(n):
+        if not tw_load_u8(&(<DelayedOperation>PyList_GET_ITEM(ops, i))._done):
+            if i != j:
+                tw_list_swap(ops, i, j)
+            j += 1
+    if j < n:
+        del ops[j:n]
+    return n - j
+
+
+cdef Py_ssize_t _compact(
+    _PurgatoryCore self, _Shard shard, object key, Py_ssize_t mine
 ) except -1:
-    # Install the live operations a scan collected from ``scanned`` (its
-    # first ``seen`` entries) plus whatever was appended after the scan.
-    # Lists are replaced, never edited, so a concurrent scan of the old list
-    # never skips an entry.
-    cdef list ops
+    # Drop the done operations from ``key``'s list; the key goes with its
+    # last one.  A scan reads a list without the shard's lock, so lists are
+    # replaced, not edited, while one may be reading (a concurrent scan of
+    # the old list never skips an entry).  When the scans in progress are
+    # only the caller's ``mine`` (GIL builds: _PurgatoryCore._scans, read
+    # after the lock is taken, as taking it may let other threads run),
+    # the list is edited instead, which saves allocating a copy and
+    # freeing the old one per check.  Returns how many entries went.
+    cdef list ops, keep
+    cdef Py_ssize_t dropped
     shard_lock = shard.lock
     _acquire(shard_lock)
     try:
@@ -207,20 +325,56 @@ cdef int _replace(
         ops = watchers.get(key)
         if ops is None:
             return 0
-        if ops is scanned:
-            if len(ops) > seen:
-                keep.extend(ops[seen:])
-        else:  # replaced meanwhile (another scan or a purge): filter it
-            keep = [op for op in ops if not _is_done(op)]
-            if len(keep) == len(ops):
-                return 0
+        if not TW_FT_LOCKS and self._scans == mine:
+            dropped = _drop_done(ops)
+            if not ops:
+                del watchers[key]
+            return dropped
+        keep = _live(ops)
+        if keep is None:
+            return 0
         if keep:
             watchers[key] = keep
         else:
             del watchers[key]
+        return len(ops) - len(keep)
     finally:
         _release(shard_lock)
-    return 0
+
+
+cdef Py_ssize_t _purge_shard(_PurgatoryCore self, _Shard shard) except -1:
+    # _compact for every key of the shard, under its lock once, for a
+    # purge outside any scan; in C, as a purge passes over every watched
+    # entry (bench/README.md, "The purgatory, Kafka's workload").  The
+    # scans are counted again for each list: deleting an entry may free
+    # an operation and run Python code that lets another thread in.
+    cdef Py_ssize_t purged = 0
+    cdef list keep
+    cdef list empty = []
+    shard_lock = shard.lock
+    _acquire(shard_lock)
+    try:
+        watchers = shard.watchers
+        # A snapshot of the items: the loop replaces values as it goes.
+        for key, ops in list(watchers.items()):
+            if not TW_FT_LOCKS and self._scans == 0:
+                purged += _drop_done(<list>ops)
+                if not ops:
+                    empty.append(key)
+                continue
+            keep = _live(<list>ops)
+            if keep is None:
+                continue
+            purged += len(<list>ops) - len(keep)
+            if keep:
+                watchers[key] = keep
+            else:
+                empty.append(key)
+        for key in empty:
+            del watchers[key]
+    finally:
+        _release(shard_lock)
+    return purged
 
 
 cdef class _PurgatoryCore:
@@ -285,7 +439,7 @@ cdef class _PurgatoryCore:
                 hash(keys[0])
             elif n == 0:
                 raise ValueError(f"keys must not be empty, got {keys!r}")
-            elif len(set(keys)) != n:
+            elif _has_duplicates(keys, n):
                 keys = tuple(dict.fromkeys(keys))
         except TypeError:
             for key in keys:
@@ -318,16 +472,48 @@ cdef class _PurgatoryCore:
             shard = <_Shard>self._shards[hash(key) & self._mask]
         except TypeError:
             raise TypeError(f"key must be hashable, got {key!r}") from None
-        # A dict read is atomic; writers (watch, compaction) take shard.lock.
-        ops = shard.watchers.get(key)
+        # Read without the lock (writers, watch and compaction, take
+        # shard.lock), as a new reference even on free-threaded builds.
+        ops = tw_dict_get(shard.watchers, key)
         if ops is None:
             return 0
-        return _check(self, shard, key, <list>ops)
+        if TW_FT_LOCKS:
+            return _check(self, shard, key, <list>ops)
+        # Counted from the read of the list on (no Python code in between,
+        # so with the GIL no other thread can edit the list meanwhile).
+        self._scans += 1
+        try:
+            return _check(self, shard, key, <list>ops)
+        finally:
+            self._scans -= 1
+
+    def _purge_lists(self):
+        """Drop every done operation from every watcher list; how many entries went."""
+        cdef Py_ssize_t purged = 0
+        for shard in self._shards:
+            purged += _purge_shard(self, <_Shard>shard)
+        return purged
 
     def _log_error(self, op, exc):
         logger.error(
             "purgatory %r: try_complete of %r raised", self._name, op, exc_info=exc
         )
+
+
+cdef bint _has_duplicates(object keys, Py_ssize_t n) except -1:
+    # len(set(keys)) != n, a tuple or list of n > 1 keys, without building
+    # the set for the few keys a request has: the hashes compared pairwise,
+    # the keys (as a set would: identity, then ==) only where they match.
+    cdef Py_hash_t h[8]
+    cdef Py_ssize_t i, j
+    if n > 8:
+        return len(set(keys)) != n
+    for i in range(n):
+        h[i] = hash(keys[i])
+        for j in range(i):
+            if h[j] == h[i] and PyObject_RichCompareBool(keys[j], keys[i], Py_EQ):
+                return True
+    return False
 
 
 def _hash_key(key, what):

@@ -611,14 +611,11 @@ class _PurgatoryCore:
         ident = get_ident()
         completed = 0
         dropped = 0
-        keep: list[DelayedOperation] = []
-        keep_op = keep.append
         errors: list[BaseException] = []
-        # Iterating while another thread appends is safe: an operation
-        # appended after this read is re-tried by its own watcher (the
-        # second try in try_complete_else_watch).  The live operations are
-        # collected on the way, so compaction needs no second pass.
-        for op in ops:
+        # The entries there now: one appended after this read is re-tried by
+        # its own watcher (the second try in try_complete_else_watch).  The
+        # scan only counts the done ones; _compact copies the live ones once.
+        for op in ops[:]:
             if op._op_done:
                 dropped += 1
                 continue
@@ -626,18 +623,13 @@ class _PurgatoryCore:
                 # Not ready, so its try_complete would return False: skip the
                 # lock.  The count only falls, and the thread that takes it to
                 # zero checks a key of the operation afterwards.
-                keep_op(op)
                 continue
-            ok = self._try_watched(op, ident, errors)
-            if ok is None:
-                dropped += 1  # completed by another thread meanwhile
-            elif ok:
+            if self._try_watched(op, ident, errors):
                 completed += 1
-                dropped += 1
-            else:
-                keep_op(op)
+            if op._op_done:
+                dropped += 1  # completed by this call or by another thread
         if dropped:
-            self._replace(shard, key, ops, keep, len(keep) + dropped)
+            _compact(shard, key)
         if errors:
             raise errors[0]
         return completed
@@ -726,31 +718,47 @@ class _PurgatoryCore:
             "purgatory %r: try_complete of %r raised", self._name, op, exc_info=exc
         )
 
-    @staticmethod
-    def _replace(
-        shard: _Shard,
-        key: Hashable,
-        scanned: list[DelayedOperation],
-        keep: list[DelayedOperation],
-        seen: int,
-    ) -> None:
-        # Install the live operations a scan collected from ``scanned`` (its
-        # first ``seen`` entries) plus whatever was appended after the scan.
-        # Lists are replaced, never edited, so a concurrent scan of the old
-        # list never skips an entry.
-        with shard.lock:
-            watchers = shard.watchers
-            ops = watchers.get(key)
-            if ops is None:
-                return
-            if ops is scanned:
-                if len(ops) > seen:
-                    keep.extend(ops[seen:])
-            else:  # replaced meanwhile (another scan or a purge): filter it
-                keep = [op for op in ops if not op._op_done]
-                if len(keep) == len(ops):
-                    return
-            if keep:
-                watchers[key] = keep
-            else:
-                del watchers[key]
+    def _purge_lists(self) -> int:
+        """Drop every done operation from every watcher list; how many entries went."""
+        purged = 0
+        for shard in self._shards:
+            with shard.lock:
+                watchers = shard.watchers
+                for key, ops in list(watchers.items()):
+                    keep = _live(ops)
+                    if keep is None:
+                        continue
+                    purged += len(ops) - len(keep)
+                    if keep:
+                        watchers[key] = keep
+                    else:
+                        del watchers[key]
+        return purged
+
+
+def _live(ops: list[DelayedOperation]) -> list[DelayedOperation] | None:
+    # The operations of ``ops`` not done, in order, or None if all are.
+    keep = [op for op in ops if not op._op_done]
+    return None if len(keep) == len(ops) else keep
+
+
+def _compact(shard: _Shard, key: Hashable) -> int:
+    # Drop the done operations from ``key``'s list: a new list installed in
+    # its place (lists are replaced, never edited, so a concurrent scan of
+    # the old one never skips an entry); the key goes with its last one.
+    # Returns how many entries went.  The compiled core edits the list in
+    # place when no scan is in progress (GIL builds), which saves it an
+    # allocation; the twin's scans read a copy, and it always replaces.
+    with shard.lock:
+        watchers = shard.watchers
+        ops = watchers.get(key)
+        if ops is None:
+            return 0
+        keep = _live(ops)
+        if keep is None:
+            return 0
+        if keep:
+            watchers[key] = keep
+        else:
+            del watchers[key]
+        return len(ops) - len(keep)

@@ -328,18 +328,7 @@ class DelayedOperationPurgatory(_PurgatoryCore):
         :return: how many entries were removed
         """
         self._estimated = len(self._timer)
-        purged = 0
-        for shard in self._shards:
-            with shard.lock:
-                watchers = shard.watchers
-                for key, ops in list(watchers.items()):
-                    keep = [op for op in ops if not op._op_done]
-                    if len(keep) != len(ops):
-                        purged += len(ops) - len(keep)
-                        if keep:
-                            watchers[key] = keep
-                        else:
-                            del watchers[key]
+        purged: int = self._purge_lists()
         return purged
 
     def _purge_if_due(self) -> None:
