@@ -9,7 +9,8 @@ import pytest
 
 MODULES = [
     pytest.param("tickwheel._wheel", marks=pytest.mark.c_extension),
-    "tickwheel._wheel_py",
+    "tickwheel._wheel_py.task",
+    "tickwheel._wheel_py.levels",
     pytest.param("tickwheel._purgatory", marks=pytest.mark.c_extension),
     "tickwheel._purgatory_py",
     "tickwheel._kafka_py",

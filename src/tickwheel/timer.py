@@ -198,7 +198,7 @@ def _after_fork_in_child() -> None:
     # threads.  Tasks pending at the fork belong to the parent and, as with
     # threading.Timer, do not run in the child: they are cancelled there.
     if not USE_EXTENSIONS:
-        core._LOCK = threading.RLock()  # the twin's one lock
+        core._renew_lock()  # the twin's one lock
     for timer in list(_LIVE):
         timer._reinit_after_fork()
 
