@@ -24,16 +24,18 @@ cdef inline int64_t _ceil_now_ms(TimerCore core, int64_t now_ns) noexcept:
 
 @cython.cdivision(True)
 cdef inline int64_t _expiration_of(TimerCore core, int64_t now_ns, int64_t delay_ns,
-                                   TimerTask task, unsigned int *early) except? -1:
+                                   unsigned int *early) noexcept:
     """A task's expiration (ms) for a delay of ``delay_ns`` after the clock
     reading ``now_ns``, and in ``early`` how far its exact deadline
     (now_ns + delay_ns) lies before it (TimerTask._early_ns).
 
     The deadline rounded up to the millisecond, then up to the tick: never
     early.  For a whole number of ms on the C clock that is the clock's
-    millisecond (rounded up) plus the delay.  A deadline past the end of
-    the clock's range is refused, naming ``task.delay_ms`` (the delay in ms
-    when ``task`` is None), before anything moves.
+    millisecond (rounded up) plus the delay.  Over C_MAX_EXPIRATION_MS the
+    deadline is past the end of the clock's range: the caller refuses it
+    (_past_clock_end, naming its argument) before anything moves.  No
+    Python error can come from here, so the C compiler inlines it into
+    schedule()'s frame.
     """
     cdef int64_t expiration, ms
     if core._ms_clock and delay_ns > 0 and delay_ns % NS_PER_MS == 0:
@@ -45,9 +47,6 @@ cdef inline int64_t _expiration_of(TimerCore core, int64_t now_ns, int64_t delay
         if core._tick_ms != 1:
             expiration = _ceil_to(expiration, core._tick_ms)
         early[0] = _early_of(expiration, now_ns + delay_ns)
-    if expiration > C_MAX_EXPIRATION_MS:
-        _past_clock_end(task.delay_ms if task is not None else _floordiv(delay_ns, NS_PER_MS),
-                        _floordiv(now_ns, NS_PER_MS))
     return expiration
 
 
@@ -101,7 +100,9 @@ cdef int _add(TimerCore core, TimerTask task, int64_t now_ns, int64_t delay_ns,
             "schedule a new task"
         )
     # Refused before anything moves (a re-added task stays put).
-    cdef int64_t expiration = _expiration_of(core, now_ns, delay_ns, task, &early)
+    cdef int64_t expiration = _expiration_of(core, now_ns, delay_ns, &early)
+    if expiration > C_MAX_EXPIRATION_MS:
+        _past_clock_end(task.delay_ms, _floordiv(now_ns, NS_PER_MS))
     if not fresh and (task._state == PENDING or task._state == EXPIRED):
         owner = task._list
         if owner is not None and owner._counter is not core._counter:
@@ -168,7 +169,9 @@ cdef inline object _schedule_small(TimerCore core, long long delay_ms, PyObject 
     else:
         now_ns = core._now_ns()
     # Everything that can refuse the task runs before it exists.
-    cdef int64_t expiration = _expiration_of(core, now_ns, delay_ms * NS_PER_MS, None, &early)
+    cdef int64_t expiration = _expiration_of(core, now_ns, delay_ms * NS_PER_MS, &early)
+    if expiration > C_MAX_EXPIRATION_MS:
+        _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
     cdef TimerTask task = _made_task(fn, expiration, delay_ms, early)
     if _place(core, task, now_ns, expiration, True):
         core._on_wake()

@@ -25,22 +25,19 @@ if TYPE_CHECKING:
     from .task import TimerTask
 
 
-def _expiration_of(
-    core: TimerCore, now_ns: int, delay_ns: int, task: TimerTask
-) -> tuple[int, int]:
+def _expiration_of(core: TimerCore, now_ns: int, delay_ns: int) -> tuple[int, int]:
     """A task's expiration (ms) ``delay_ns`` after the clock reading ``now_ns``,
     and how far its exact deadline (now_ns + delay_ns) lies before it.
 
     The deadline rounded up to the millisecond, then up to the tick: never
-    early.  A deadline past the end of the clock's range is refused, naming
-    ``task.delay_ms``, before anything moves.
+    early.  Over _MAX_EXPIRATION_MS the deadline is past the end of the
+    clock's range: the caller refuses it (_past_clock_end, naming its
+    argument) before anything moves.
     """
     deadline_ns = now_ns + delay_ns
     expiration = -((-deadline_ns) // _NS_PER_MS)
     tick = core._tick_ms
     expiration = -((-expiration) // tick) * tick
-    if expiration > _MAX_EXPIRATION_MS:
-        _past_clock_end(task._delay_ms, now_ns // _NS_PER_MS)
     # Clamped to the compiled core's 32-bit field.
     return expiration, min(expiration * _NS_PER_MS - deadline_ns, _MAX_EARLY_NS)
 
@@ -64,7 +61,9 @@ def _add(
             "schedule a new task"
         )
     # Refused before anything moves (a re-added task stays put).
-    expiration, early = _expiration_of(core, now_ns, delay_ns, task)
+    expiration, early = _expiration_of(core, now_ns, delay_ns)
+    if expiration > _MAX_EXPIRATION_MS:
+        _past_clock_end(task._delay_ms, now_ns // _NS_PER_MS)
     state = task._state
     if not fresh and (state == _PENDING or state == _EXPIRED):
         owner = task._list
