@@ -30,8 +30,7 @@ unit; this package holds none of the code and exports the names:
 
 ======================  =====================================================
 :mod:`.checks`          constants, task states, the lock, argument checks
-:mod:`.task`            TaskCounter, TimerTaskEntry, TimerTask
-:mod:`.bucket`          TimerTaskList (a bucket)
+:mod:`.task`            TaskCounter, TimerTaskEntry, TimerTask, TimerTaskList
 :mod:`.queue`           DelayQueue (the heap of buckets)
 :mod:`.levels`          TimingWheel (one level)
 :mod:`.place`           a task's expiration and deadline, and its placement
@@ -46,8 +45,7 @@ from __future__ import annotations
 
 import threading
 
-from . import bucket, checks, core, expiry, levels, place, precascade, queue, task
-from .bucket import TimerTaskList
+from . import checks, core, expiry, levels, place, precascade, queue, task
 from .checks import (
     DEFAULT_TICK_MS,
     DEFAULT_WHEEL_SIZE,
@@ -60,7 +58,7 @@ from .levels import _in_expiration_order as _in_expiration_order
 from .loop import _LoopHandle as _LoopHandle
 from .loop import _use_loop_handles as _use_loop_handles
 from .queue import DelayQueue
-from .task import TaskCounter, TimerTask, TimerTaskEntry
+from .task import TaskCounter, TimerTask, TimerTaskEntry, TimerTaskList
 
 __all__ = [
     "DEFAULT_TICK_MS",
@@ -75,7 +73,7 @@ __all__ = [
     "TimingWheel",
 ]
 
-_UNITS = (checks, task, bucket, queue, levels, place, expiry, precascade, core)
+_UNITS = (checks, place, task, queue, levels, expiry, precascade, core)
 
 
 def _renew_lock() -> None:

@@ -14,7 +14,6 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .bucket import TimerTaskList
 from .checks import (
     _EXPIRED,
     _LOCK,
@@ -33,7 +32,7 @@ from .loop import _loop_slow
 from .place import _add
 from .precascade import _next_precascade, _precascade
 from .queue import DelayQueue
-from .task import TaskCounter, TimerTask
+from .task import TaskCounter, TimerTask, TimerTaskList
 
 _T = TypeVar("_T", bound="TimerTask")
 _monotonic_ns = time.monotonic_ns

@@ -6,25 +6,26 @@ Mirrors ``_wheel_expiry.pxi`` (TimerCore._take_due and _run).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .checks import _DONE, _EXPIRED, _LOCK, _NS_PER_MS, _RUNNING
-from .levels import _in_expiration_order
+from .levels import TimingWheel, _in_expiration_order
 from .place import _expire
+from .queue import DelayQueue
 from .task import TimerTask
 
-if TYPE_CHECKING:
-    from .core import TimerCore
+# A TimerCore, typed Any here: the core's module imports this one.
+_Core = Any
 
 
-def _poll(core: TimerCore, limit: int, step: bool) -> list[TimerTask]:
+def _poll(core: _Core, limit: int, step: bool) -> list[TimerTask]:
     """TimerCore._take_due under the lock: every bucket due at ``limit``
     emptied, each task moved down a level or expired, in expiration order."""
-    expired = core._ready
+    expired: list[TimerTask] = core._ready
     n_ready = len(expired)
     core._ready = []
-    queue = core._queue
-    wheel = core._wheel
+    queue: DelayQueue = core._queue
+    wheel: TimingWheel = core._wheel
     last = None
     while True:
         head = queue.next_expiration_ms
@@ -42,7 +43,7 @@ def _poll(core: TimerCore, limit: int, step: bool) -> list[TimerTask]:
             assert node is not None
             bucket._unlink(node)
             if not wheel._add(node):
-                _expire(core, node)  # type: ignore[arg-type]
+                _expire(core, node)
                 expired.append(node)  # type: ignore[arg-type]
             node = root._next
         bucket._expiration_ms = None
@@ -52,7 +53,7 @@ def _poll(core: TimerCore, limit: int, step: bool) -> list[TimerTask]:
 
 
 def _run_tasks(
-    core: TimerCore,
+    core: _Core,
     tasks: Iterable[TimerTask],
     on_error: Callable[[TimerTask, BaseException], Any],
     set_clock: bool,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 
-from .bucket import TimerTaskList, _break_ring
 from .checks import (
     _LOCK,
     DEFAULT_TICK_MS,
@@ -18,7 +17,7 @@ from .checks import (
     _check_time,
 )
 from .queue import DelayQueue
-from .task import TaskCounter, TimerTask, TimerTaskEntry
+from .task import TaskCounter, TimerTask, TimerTaskEntry, TimerTaskList, _break_ring
 
 
 class TimingWheel:

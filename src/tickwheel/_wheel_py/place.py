@@ -9,7 +9,7 @@ twin's lock.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .checks import (
     _EXPIRED,
@@ -20,12 +20,13 @@ from .checks import (
     _past_clock_end,
 )
 
-if TYPE_CHECKING:
-    from .core import TimerCore
-    from .task import TimerTask
+# A TimerCore and a TimerTask, typed Any here: their modules (core, task)
+# import this one, which imports nothing above it.
+_Core = Any
+_Task = Any
 
 
-def _expiration_of(core: TimerCore, now_ns: int, delay_ns: int) -> tuple[int, int]:
+def _expiration_of(core: _Core, now_ns: int, delay_ns: int) -> tuple[int, int]:
     """A task's expiration (ms) ``delay_ns`` after the clock reading ``now_ns``,
     and how far its exact deadline (now_ns + delay_ns) lies before it.
 
@@ -42,9 +43,7 @@ def _expiration_of(core: TimerCore, now_ns: int, delay_ns: int) -> tuple[int, in
     return expiration, min(expiration * _NS_PER_MS - deadline_ns, _MAX_EARLY_NS)
 
 
-def _add(
-    core: TimerCore, task: TimerTask, now_ns: int, delay_ns: int, fresh: bool
-) -> bool:
+def _add(core: _Core, task: _Task, now_ns: int, delay_ns: int, fresh: bool) -> bool:
     """Place ``task`` ``delay_ns`` after ``now_ns``, a reading of the timer's clock.
 
     A pending or expired task is moved (the count is unchanged); ``fresh``:
@@ -89,7 +88,7 @@ def _add(
     return _place(core, task, now_ns, expiration)
 
 
-def _place(core: TimerCore, task: TimerTask, now_ns: int, expiration: int) -> bool:
+def _place(core: _Core, task: _Task, now_ns: int, expiration: int) -> bool:
     """Link ``task`` into the wheel, or make it ready if due; True: wake."""
     before = len(core._queue._heap)
     # "Due" is judged on the timer's clock: the wheel's own clock only
@@ -102,7 +101,7 @@ def _place(core: TimerCore, task: TimerTask, now_ns: int, expiration: int) -> bo
     return True
 
 
-def _expire(core: TimerCore, task: TimerTask) -> None:
+def _expire(core: _Core, task: _Task) -> None:
     # Due: counted, off the wheel, pointing at the timer's (never linked)
     # expired bucket, so that running or cancelling it still finds the count.
     task._state = _EXPIRED

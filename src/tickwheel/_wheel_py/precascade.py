@@ -6,20 +6,21 @@ next_precascade_ms).  Callers hold the twin's lock.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .checks import _NS_PER_MS
+from .levels import TimingWheel
 from .place import _expire
+from .task import TimerTaskList
 
-if TYPE_CHECKING:
-    from .bucket import TimerTaskList
-    from .core import TimerCore
+# A TimerCore, typed Any here: the core's module imports this one.
+_Core = Any
 
 
-def _next_precascade(core: TimerCore) -> int | None:
+def _next_precascade(core: _Core) -> int | None:
     """When precascade() may next find work (ms, after now), or None."""
     now_ms = core.now_ns // _NS_PER_MS
-    lower = core._wheel
+    lower: TimingWheel = core._wheel
     wheel = lower._overflow
     best: int | None = None
     while wheel is not None:
@@ -48,9 +49,9 @@ def _next_precascade(core: TimerCore) -> int | None:
     return best
 
 
-def _precascade(core: TimerCore, budget: int) -> int:
+def _precascade(core: _Core, budget: int) -> int:
     """Up to ``budget`` tasks of the chosen overflow bucket looked at."""
-    lower = core._wheel
+    lower: TimingWheel = core._wheel
     wheel = lower._overflow
     best: TimerTaskList | None = None
     best_horizon = best_span = best_expiration = 0
@@ -102,8 +103,8 @@ def _precascade(core: TimerCore, budget: int) -> int:
         # Lands lower if it fits, else back at this bucket's tail (the
         # level's clock has not moved, so its slot is the same one).
         if not core._wheel._add(node):
-            _expire(core, node)  # type: ignore[arg-type]
-            core._ready.append(node)  # type: ignore[arg-type]
+            _expire(core, node)
+            core._ready.append(node)
         looked += 1
     core._pc_left -= looked
     return looked

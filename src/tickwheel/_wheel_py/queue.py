@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 
-from .bucket import TimerTaskList
+from .task import TimerTaskList
 
 
 class DelayQueue:
