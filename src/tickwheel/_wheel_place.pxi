@@ -24,23 +24,25 @@ cdef inline int64_t _ceil_now_ms(TimerCore core, int64_t now_ns) noexcept:
 
 @cython.cdivision(True)
 cdef inline int64_t _expiration_of(TimerCore core, int64_t now_ns, int64_t delay_ns,
-                                   unsigned int *early) noexcept:
+                                   int64_t whole_ms, unsigned int *early) noexcept:
     """A task's expiration (ms) for a delay of ``delay_ns`` after the clock
     reading ``now_ns``, and in ``early`` how far its exact deadline
     (now_ns + delay_ns) lies before it (TimerTask._early_ns).
 
     The deadline rounded up to the millisecond, then up to the tick: never
     early.  For a whole number of ms on the C clock that is the clock's
-    millisecond (rounded up) plus the delay.  Over C_MAX_EXPIRATION_MS the
-    deadline is past the end of the clock's range: the caller refuses it
-    (_past_clock_end, naming its argument) before anything moves.  No
-    Python error can come from here, so the C compiler inlines it into
-    schedule()'s frame.
+    millisecond (rounded up) plus the delay: ``whole_ms`` is the delay in
+    ms when the caller knows it is a whole number (schedule()'s int delay,
+    _whole_ms), else 0, so that no division waits here.  Over
+    C_MAX_EXPIRATION_MS the deadline is past the end of the clock's range:
+    the caller refuses it (_past_clock_end, naming its argument) before
+    anything moves.  No Python error can come from here, so the C compiler
+    inlines it into schedule()'s frame.
     """
     cdef int64_t expiration, ms
-    if core._ms_clock and delay_ns > 0 and delay_ns % NS_PER_MS == 0:
+    if core._ms_clock and whole_ms > 0:
         ms = _ceil_now_ms(core, now_ns)
-        expiration = ms + delay_ns / NS_PER_MS
+        expiration = ms + whole_ms
         early[0] = <unsigned int>(ms * NS_PER_MS - now_ns)  # < 1 ms
     else:
         expiration = _ceil_ms(now_ns + delay_ns)
@@ -48,6 +50,13 @@ cdef inline int64_t _expiration_of(TimerCore core, int64_t now_ns, int64_t delay
             expiration = _ceil_to(expiration, core._tick_ms)
         early[0] = _early_of(expiration, now_ns + delay_ns)
     return expiration
+
+
+@cython.cdivision(True)
+cdef inline int64_t _whole_ms(int64_t delay_ns) noexcept:
+    # _expiration_of's ``whole_ms``: the delay in ms if it is a whole number.
+    cdef int64_t q = delay_ns / NS_PER_MS
+    return q if q * NS_PER_MS == delay_ns else 0
 
 
 cdef inline int _place(TimerCore core, TimerTask task, int64_t now_ns, int64_t expiration,
@@ -100,7 +109,8 @@ cdef int _add(TimerCore core, TimerTask task, int64_t now_ns, int64_t delay_ns,
             "schedule a new task"
         )
     # Refused before anything moves (a re-added task stays put).
-    cdef int64_t expiration = _expiration_of(core, now_ns, delay_ns, &early)
+    cdef int64_t expiration = _expiration_of(core, now_ns, delay_ns, _whole_ms(delay_ns),
+                                              &early)
     if expiration > C_MAX_EXPIRATION_MS:
         _past_clock_end(task.delay_ms, _floordiv(now_ns, NS_PER_MS))
     if not fresh and (task._state == PENDING or task._state == EXPIRED):
@@ -169,7 +179,8 @@ cdef inline object _schedule_small(TimerCore core, long long delay_ms, PyObject 
     else:
         now_ns = core._now_ns()
     # Everything that can refuse the task runs before it exists.
-    cdef int64_t expiration = _expiration_of(core, now_ns, delay_ms * NS_PER_MS, &early)
+    cdef int64_t expiration = _expiration_of(core, now_ns, delay_ms * NS_PER_MS, delay_ms,
+                                              &early)
     if expiration > C_MAX_EXPIRATION_MS:
         _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
     cdef TimerTask task = _made_task(fn, expiration, delay_ms, early)
