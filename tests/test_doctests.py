@@ -32,7 +32,7 @@ def test_module_doctests(name):
     # with the names the package exports, as the compiled module's run with
     # its own.
     units = [module]
-    if hasattr(module, "__path__"):
+    if hasattr(module, "__path__") and name.endswith("_py"):
         units += [
             importlib.import_module(f"{name}.{info.name}")
             for info in pkgutil.iter_modules(module.__path__)
