@@ -773,3 +773,67 @@ def test_asyncio_layers_import_only_downward(module: str) -> None:
 def test_asyncio_public_classes_name_their_public_module() -> None:
     for name in ("Timeout", "TimerHandle", "TimerWheel", "get_wheel", "timeout"):
         assert getattr(tw, name).__module__ == "tickwheel.compat_asyncio", name
+
+
+_VAR: contextvars.ContextVar[int] = contextvars.ContextVar("_VAR")
+
+
+def test_core_loop_paths_call_only_what_the_layer_registered() -> None:
+    # TimerCore._loop_call_later/_loop_call_at call nothing of the asyncio
+    # layer above the core but the functions _use_loop_handles was given:
+    # on a plain TimerCore (no call_later of its own) they reach these.
+    from tickwheel import _asyncio_wheel, _impl
+
+    core = _impl.core
+    calls: list[tuple[str, object, tuple[Any, ...], dict[str, Any]]] = []
+
+    class Plain(core._LoopHandle):  # type: ignore[misc,name-defined]
+        __slots__ = ()
+
+    class WithContext(core._LoopHandle):  # type: ignore[misc,name-defined]
+        __slots__ = ("_context",)
+
+    def recorder(name: str, result: object) -> Callable[..., object]:
+        def record(wheel: object, *args: Any, **kwargs: Any) -> object:
+            calls.append((name, wheel, args, kwargs))
+            return result
+
+        return record
+
+    wheel = _impl.TimerCore(manual=True)
+    ctx = contextvars.copy_context()
+    core._use_loop_handles(
+        Plain,
+        WithContext,
+        recorder("later", "L"),
+        recorder("at", "A"),
+        recorder("share", ctx),
+    )
+    try:
+        assert wheel._loop_call_later(0.5, "not callable") == "L"
+        assert wheel._loop_call_at(1.5, print, 7, context=ctx) == "A"
+        assert calls == [
+            ("later", wheel, (0.5, "not callable"), {}),
+            ("at", wheel, (1.5, print, 7), {"context": ctx}),
+        ]
+        if _impl.USE_EXTENSIONS:  # the compiled paths make the handle in C
+            del calls[:]
+            # Made in an empty context, and in one that holds a variable.
+            plain = contextvars.Context().run(wheel._loop_call_later, 0.5, print)
+            shared = contextvars.Context().run(
+                lambda: (_VAR.set(1), wheel._loop_call_later(0.5, print))[1]
+            )
+            assert (type(plain), type(shared), len(wheel)) == (Plain, WithContext, 2)
+            assert [(name, w) for name, w, _, _ in calls] == [("share", wheel)]
+            assert shared._context is ctx
+        with pytest.raises(TypeError, match="must be callable, got None"):
+            core._use_loop_handles(Plain, WithContext, print, print, None)
+    finally:
+        wheel_cls = _asyncio_wheel.TimerWheel
+        core._use_loop_handles(
+            _asyncio_wheel.TimerHandle,
+            _asyncio_wheel._ContextTimerHandle,
+            wheel_cls.call_later,
+            wheel_cls.call_at,
+            wheel_cls._share,
+        )

@@ -34,28 +34,113 @@ def test_no_path_is_named_for_an_issue() -> None:
 
 
 # A function a reader can hold on one screen (docstring, comments and blank
-# lines included).
+# lines included), a class a reader can hold in mind, a file of one concern.
 MAX_FUNCTION_LINES = 80
+MAX_CLASS_LINES = 400
+MAX_FILE_LINES = 1000
 
 
 def _long_functions(path: Path, root: Path = ROOT) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    functions = sorted(
-        (node.lineno, node.end_lineno - node.lineno + 1, node.name)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.end_lineno is not None
-    )
+    """``file:line name (n lines)`` for each function longer than a screen
+    and each class longer than MAX_CLASS_LINES, in a Python or Cython file."""
+    if path.suffix in (".pyx", ".pxi", ".pxd"):
+        blocks = _cython_blocks(path.read_text(encoding="utf-8"))
+    else:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        blocks = [
+            (
+                "class" if isinstance(node, ast.ClassDef) else "function",
+                node.name,
+                node.lineno,
+                node.end_lineno - node.lineno + 1,
+            )
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.end_lineno is not None
+        ]
+    limit = {"class": MAX_CLASS_LINES, "function": MAX_FUNCTION_LINES}
     return [
         f"{path.relative_to(root)}:{line} {name} ({length} lines)"
-        for line, length, name in functions
-        if length > MAX_FUNCTION_LINES
+        for kind, name, line, length in sorted(blocks, key=lambda b: b[2])
+        if length > limit[kind]
     ]
 
 
+#: The first line of a Cython class or function: ``class``/``cdef class``,
+#: or ``def``/``cpdef``/``cdef`` with a return type, a name and a ``(``
+#: (a ``cdef`` variable has no ``(`` after its name).
+_CYTHON_HEADER = re.compile(
+    r"^(?P<indent>[ ]*)(?:"
+    r"(?:cdef\s+)?class\s+(?P<cls>\w+)"
+    r"|(?:async\s+def|def|cpdef|cdef)\s+(?:[\w\[\]\.]+\s+|\*+\s*)*\**(?P<fn>\w+)\s*\("
+    r")"
+)
+
+
+def _code(line: str) -> str:
+    return line.split("#", 1)[0].rstrip()
+
+
+def _cython_blocks(text: str) -> list[tuple[str, str, int, int]]:
+    """(kind, name, line, length) of each class and function of a Cython
+    source, measured as ``ast`` measures Python: from the header to the
+    last line of the body (trailing comments and blank lines left out).
+    A header without a colon is a declaration (a .pxd), not counted."""
+    lines = text.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        head = _CYTHON_HEADER.match(line)
+        if head is None:
+            continue
+        indent = len(head["indent"])
+        last = i  # the header ends where its brackets close
+        depth = 0
+        while True:
+            code = _code(lines[last])
+            depth += sum(code.count(c) for c in "([") - sum(code.count(c) for c in ")]")
+            if depth <= 0 or last + 1 == len(lines):
+                break
+            last += 1
+        if not _code(lines[last]).endswith(":"):
+            continue
+        end, in_string = last, False
+        for k in range(last + 1, len(lines)):
+            stripped = lines[k].strip()
+            statement = bool(stripped) and not stripped.startswith("#")
+            # A docstring's lines belong to the body at any indentation.
+            if (
+                not in_string
+                and statement
+                and len(lines[k]) - len(lines[k].lstrip()) <= indent
+            ):
+                break
+            if in_string or statement:
+                end = k
+            if (lines[k].count('"""') + lines[k].count("'''")) % 2:
+                in_string = not in_string
+        kind = "class" if head["cls"] else "function"
+        found.append((kind, head["cls"] or head["fn"], i + 1, end - i + 1))
+    return found
+
+
+def _sources(*suffixes: str) -> list[Path]:
+    return sorted(p for p in (ROOT / "src").rglob("*") if p.suffix in suffixes)
+
+
 def test_no_python_function_in_src_is_longer_than_a_screen() -> None:
-    sources = sorted((ROOT / "src").rglob("*.py"))
+    sources = _sources(".py")
     assert len(sources) > 20  # the scan sees the package
+    long = [found for path in sources for found in _long_functions(path)]
+    assert long == []
+
+
+def test_no_cython_function_or_class_in_src_is_too_long() -> None:
+    sources = _sources(".pyx", ".pxi")
+    assert len(sources) > 15  # the scan sees the compiled units
+    # (and it sees their classes and functions)
+    assert (
+        sum(len(_cython_blocks(p.read_text(encoding="utf-8"))) for p in sources) > 200
+    )
     long = [found for path in sources for found in _long_functions(path)]
     assert long == []
 
@@ -84,6 +169,56 @@ def test_the_length_scan_counts_each_function_whole(tmp_path: Path) -> None:
         f"m.py:{2 * MAX_FUNCTION_LINES + 3} outer ({lines + 1} lines)",
         f"m.py:{2 * MAX_FUNCTION_LINES + 4} inner ({lines} lines)",
     ]
+
+
+def test_the_length_scan_reads_cython(tmp_path: Path) -> None:
+    # cdef functions with C return types and multi-line signatures, methods
+    # of a cdef class, a docstring at column 0 inside a class, trailing
+    # comments; declarations (no colon) and cdef variables are not blocks.
+    def body(lines: int, indent: str) -> str:
+        return "".join(f"{indent}x = {i}\n" for i in range(lines))
+
+    source = (
+        "cdef int64_t _fits(TimerCore core,\n"
+        "                   int64_t now) except? -1:\n"
+        + body(MAX_FUNCTION_LINES - 2, "    ")
+        + "cdef object _cached = f(1)\n"
+        + "cdef class Big(Base):\n"
+        + '    """Big()\n--\n\n    doc"""\n'
+        + "    cdef inline PyObject *_method(self, x) noexcept:\n"
+        + body(MAX_FUNCTION_LINES, "        ")
+        + "    # a comment that ends the method, not counted\n"
+        + body(MAX_CLASS_LINES - MAX_FUNCTION_LINES - 6, "    ")
+        + "cdef int _declared(int x) except -1\n"
+        + "cdef extern from 'x.h':\n"
+        + "    int tw_call(int y) nogil\n"
+    )
+    path = tmp_path / "m.pxi"
+    path.write_text(source, encoding="utf-8")
+    blocks = _cython_blocks(source)
+    assert [b[:3] for b in blocks] == [
+        ("function", "_fits", 1),
+        ("class", "Big", MAX_FUNCTION_LINES + 2),
+        ("function", "_method", MAX_FUNCTION_LINES + 7),
+    ]
+    assert blocks[0][3] == MAX_FUNCTION_LINES
+    assert _long_functions(path, tmp_path) == [
+        f"m.pxi:{MAX_FUNCTION_LINES + 2} Big ({MAX_CLASS_LINES + 1} lines)",
+        f"m.pxi:{MAX_FUNCTION_LINES + 7} _method ({MAX_FUNCTION_LINES + 1} lines)",
+    ]
+
+
+def test_no_file_in_src_is_longer_than_a_thousand_lines() -> None:
+    # The compiled core is split in .pxi units (docs/design.md, "Source
+    # layout of the compiled core"), its twin in the _wheel_py package.
+    sources = _sources(".py", ".pyx", ".pxi", ".pxd", ".pyi", ".h")
+    assert len(sources) > 40, sorted(p.name for p in sources)
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sources
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES
+    }
+    assert long == {}
 
 
 # -- what the text cites ---------------------------------------------------------
@@ -173,22 +308,3 @@ def test_the_citation_scan_passes(tmp_path: Path, line: str) -> None:
     (tmp_path / "CHANGELOG.md").write_text("", encoding="utf-8")
     (tmp_path / "docs" / "page.md").write_text(f"{line}\n", encoding="utf-8")
     assert _citations(tmp_path) == []
-
-
-def test_compiled_core_sources_fit_in_a_thousand_lines() -> None:
-    # _wheel.pyx and _purgatory.pyx include one .pxi unit per concern
-    # (docs/design.md, "Source layout of the compiled core").
-    package = ROOT / "src" / "tickwheel"
-    sources = [
-        path
-        for pattern in ("_wheel*.p*", "_purgatory*.p*", "_kafka.p*", "*.h")
-        for path in package.glob(pattern)
-        if path.suffix in (".pyx", ".pxi", ".pxd", ".h")
-    ]
-    assert len(sources) >= 20, sorted(p.name for p in sources)
-    long = {
-        path.name: n
-        for path in sources
-        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 1000
-    }
-    assert long == {}

@@ -76,12 +76,16 @@ MEMBERS_NOT_COMPARED = {
 
 
 def _defined(module: ModuleType, kind: Callable[[object], bool]) -> dict[str, Any]:
+    # Defined in the module, or for a twin split in a package (``_wheel_py``)
+    # in one of its modules.
+    def _here(obj: object) -> bool:
+        where = getattr(obj, "__module__", None) or ""
+        return where == module.__name__ or where.startswith(f"{module.__name__}.")
+
     return {
         name: obj
         for name, obj in vars(module).items()
-        if kind(obj)
-        and getattr(obj, "__module__", None) == module.__name__
-        and not name.startswith("__")
+        if kind(obj) and _here(obj) and not name.startswith("__")
     }
 
 
@@ -334,7 +338,7 @@ _ALL_TWINS = (
     "assert not tickwheel.USE_EXTENSIONS and _impl.core.__name__.endswith('_py')\n"
     "assert purgatory.DelayedOperation.__module__ == 'tickwheel._purgatory_py'\n"
     "assert kafka.DelayedProduce.__mro__[2].__module__ == 'tickwheel._kafka_py'\n"
-    "assert tickwheel.MockTimer.__mro__[1].__module__ == 'tickwheel._wheel_py'\n"
+    "assert tickwheel.MockTimer.__mro__[1].__module__ == 'tickwheel._wheel_py.core'\n"
     "assert _impl.select('_purgatory').__name__ == 'tickwheel._purgatory_py'\n"
     "class Op(purgatory.DelayedOperation):\n"
     "    def try_complete(self):\n"

@@ -22,10 +22,12 @@ _twin_package: types.ModuleType | None = None
 
 
 def _shared(name: str, compiled: tuple[str, ...]) -> bool:
-    # Twins and compiled modules do not depend on the choice: both copies
-    # use the same module objects.
+    # Twins (and the modules of a twin package) and compiled modules do not
+    # depend on the choice: both copies use the same module objects.
+    parts = name.split(".")[1:]
     last = name.rsplit(".", 1)[-1]
-    return last.endswith("_py") or last in compiled or last == "_version"
+    twin = any(part.endswith("_py") for part in parts)
+    return twin or last in compiled or last == "_version"
 
 
 def twin_package() -> types.ModuleType:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 
 from ._asyncio_time import _delay_ms, _task_postpone
-from ._impl import TimerTask, _LoopHandle, _use_loop_handles
+from ._impl import TimerTask, _LoopHandle
 
 _Context = contextvars.Context
 
@@ -101,7 +101,3 @@ class _ExplicitContextTimerHandle(_ContextTimerHandle):
 
     def run(self) -> None:
         self._context.run(self.fn, *self.args)  # type: ignore[arg-type]
-
-
-# TimerCore._loop_call_later (the tickwheel loop's call_later) makes these.
-_use_loop_handles(TimerHandle, _ContextTimerHandle)

@@ -54,6 +54,7 @@ from ._impl import (
     DEFAULT_WHEEL_SIZE,
     TimerCore,
     TimerTask,
+    _use_loop_handles,
 )
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; mypy knows typing_extensions' copy
@@ -412,6 +413,17 @@ class TimerWheel(TimerCore):
             }
         )
 
+
+# TimerCore._loop_call_later/_loop_call_at (the tickwheel loop's call_later
+# and call_at) make these handles, and hand what they refuse to these
+# methods: the core calls nothing of this layer but what it is given here.
+_use_loop_handles(
+    TimerHandle,
+    _ContextTimerHandle,
+    TimerWheel.call_later,
+    TimerWheel.call_at,
+    TimerWheel._share,
+)
 
 _WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TimerWheel] = (
     weakref.WeakKeyDictionary()

@@ -6,7 +6,7 @@ reference and the fallback, and the type source (the ``.pyx`` files ship no
 ``.pyi``; ``__init__.pyi`` gives the twins' classes their public names, see
 below).  Dependencies point down, compiled and pure alike::
 
-    _wheel.pyx      / _wheel_py.py        timing wheel, TimerTask, TimerCore
+    _wheel.pyx      / _wheel_py/          timing wheel, TimerTask, TimerCore
     _purgatory.pyx  / _purgatory_py.py    DelayedOperation, the purgatory's hot paths
     _kafka.pyx      / _kafka_py.py        DelayedProduce's hot half (Kafka's model)
     spark/_replay.pyx / spark/_replay_py.py   the replay engine's loop

@@ -293,7 +293,7 @@ cdef class TimerCore:
     cdef Py_ssize_t _nlanes
     # schedule()'s millisecond: the last C clock reading it saw, rounded up
     # to the ms (_ms_ceil) and back in ns (_ms_ceil_ns; INT64_MIN until the
-    # first reading).  See _schedule_small.
+    # first reading).  See _ceil_now_ms (_wheel_place.pxi).
     cdef int64_t _ms_ceil
     cdef int64_t _ms_ceil_ns
     # The timer reads the C clock (not manual, no Python clock), its tick
@@ -308,23 +308,6 @@ cdef class TimerCore:
     cdef PyObject **_level_buckets[TW_LEVELS]
 
     cdef int64_t _now_ns(self) except? -1
-    cdef TimerTask _schedule_new(self, object delay_ms, object fn)
-    cdef TimerTask _link_new(self, TimerTask task, object delay_ms)
-    cdef TimerTask _schedule(self, object delay_ms, object fn, tuple args, dict kwargs)
-    cdef TimerTask _schedule_as(self, object task_type, object delay_ms, object fn,
-                                tuple args)
-    cdef int _add(self, TimerTask task, int64_t delay_ns) except -1
-    cdef int _add_new(self, TimerTask task, int64_t delay_ns) except -1
-    cdef int _add_at(self, TimerTask task, int64_t now_ns, int64_t deadline_ns) except -1
-    cdef int64_t _ceil_now_ms(self, int64_t now_ns) noexcept
-    cdef int64_t _expiration_for(self, TimerTask task, int64_t now_ns,
-                                 int64_t delay_ns) except? -1
-    cdef int _place(self, TimerTask task, int64_t now_ns, int64_t expiration) except -1
-    cdef void _expire(self, TimerTask task) noexcept
-    cdef Py_ssize_t _precascade(self, Py_ssize_t budget) except -1
-    cdef list _poll(self, int64_t limit, bint step)
-    cdef object _next_precascade(self)
-    cdef object _check_unlocked(self)
 
 # TimerCore.add (after its type check), len(timer) and TimerTask.cancel()
 # as C calls: the compiled purgatory's timer path, without attribute lookups.

@@ -42,7 +42,7 @@ cdef inline TimerTask _made_task(PyObject *fn, int64_t expiration, long long del
                                  unsigned int early):
     # schedule()'s new exact TimerTask on a GIL build (no free-threaded
     # caller: the freelist is compiled out there): what TimerTask.__new__
-    # and the field assignments of _schedule_new give, from the freelist
+    # and the field assignments of _schedule_as give, from the freelist
     # or fresh memory, without Cython's tp_new chain (~80 instructions on
     # 3.14) or any field written twice.
     cdef PyObject *o = tw_freelist_pop()

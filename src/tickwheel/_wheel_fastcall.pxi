@@ -1,7 +1,8 @@
 # _wheel_fastcall.pxi: included by _wheel.pyx (one extension module).
 # The fast-call paths: schedule, schedule_as and TimerTask.cancel as
-# METH_FASTCALL / METH_NOARGS methods installed in the types' dicts.
-# Calls: core (TimerCore's cdef methods), levels, alloc.
+# METH_FASTCALL / METH_NOARGS methods installed in the types' dicts; each
+# checks its arguments and hands the task to placement (_wheel_place.pxi).
+# Calls: place, lanes (_thread_lane), task (_task_cancel).
 
 # -- METH_FASTCALL schedule ---------------------------------------------------
 # Cython builds a fresh dict for **kwargs on every call of a def method, even
@@ -29,73 +30,6 @@ cdef extern from "Python.h":
     object PyDescr_NewMethod(PyTypeObject *type, PyMethodDef *meth)
     void PyType_Modified(PyTypeObject *type)
 
-cdef inline object _schedule_small(TimerCore self, long long delay_ms, PyObject *fn):
-    # schedule(delay_ms, fn) on a GIL build, one lane, with a valid int
-    # delay (_schedule_fastcall checks it with _int_ms) and a callable fn:
-    # _schedule_new, _add_new, _expiration_for and _place in one frame of
-    # _schedule_fastcall, with the level walk inline (_wheel_link).  With
-    # the inline unlink and the METH_NOARGS cancel, tickwheel's own code in
-    # a W2-sliding schedule + cancel went from 564 to 463 instructions on
-    # 3.14 (bench/README.md, "W1 and W2 per Python version").
-    cdef int64_t now_ns, deadline_ns, expiration, ms
-    cdef int placed = 0
-    cdef TimerTask task
-    if self._closed:
-        raise RuntimeError("timer is closed")
-    if self._ms_clock and delay_ms > 0:
-        # The common case, a positive delay on the C clock: the task expires
-        # delay_ms after the clock's millisecond, rounded up.  That
-        # millisecond is the one the last call saw unless the clock has
-        # passed it, so the level and bucket are worked out from the cached
-        # value, and the clock reading only decides a (well-predicted)
-        # branch: nothing waits for the reading.  Taking the bucket from
-        # the reading itself cost ~15 ns a call on 3.14 (bench/README.md).
-        # Same expiration and deadline as below, to the nanosecond.
-        now_ns = tw_monotonic_ns()
-        ms = self._ceil_now_ms(now_ns)
-        expiration = ms + delay_ms
-        if expiration > C_MAX_EXPIRATION_MS:
-            _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
-        # deadline = now + delay: it lies ms * 10**6 - now (< 1 ms) before
-        # the expiration.
-        task = _made_task(fn, expiration, delay_ms,
-                          <unsigned int>(ms * NS_PER_MS - now_ns))
-        placed = _level_link(self, task, expiration)
-        if placed == 1:
-            return task
-        if placed == 3:
-            placed = _wheel_link(self._wheel, task, expiration)
-            _levels_refresh(self)
-        if placed == 0:  # (a wheel whose clock ran ahead of this reading)
-            self._expire(task)
-            self._ready.append(task)
-        if placed != 1:
-            self._on_wake()
-        return task
-    if self._manual:
-        now_ns = self._manual_now_ns
-    elif TW_HAVE_C_CLOCK and self._fast_clock:
-        now_ns = tw_monotonic_ns()
-    else:
-        now_ns = self._now_ns()
-    # Everything that can refuse the task runs before it exists.
-    deadline_ns = now_ns + delay_ms * NS_PER_MS
-    expiration = _ceil_ms(deadline_ns)
-    if self._tick_ms != 1:
-        expiration = _ceil_to(expiration, self._tick_ms)
-    if expiration > C_MAX_EXPIRATION_MS:
-        _past_clock_end(delay_ms, _floordiv(now_ns, NS_PER_MS))
-    task = _made_task(fn, expiration, delay_ms, _early_of(expiration, deadline_ns))
-    if expiration * NS_PER_MS > now_ns:
-        placed = _wheel_link(self._wheel, task, expiration)
-    if placed == 0:
-        # Due already (a delay of 0 or less): ready for the next poll.
-        self._expire(task)
-        self._ready.append(task)
-    if placed != 1:
-        self._on_wake()
-    return task
-
 
 cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
                                PyObject *kwnames):
@@ -105,11 +39,11 @@ cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
         # schedule(delay_ms, fn): the arguments stay borrowed, no tuple.
         if not TW_CALLABLE(args[1]):
             raise TypeError(f"fn must be callable, got {<object>args[1]!r}")
-        if (<TimerCore>self)._lanes is not None:
-            return _thread_lane(<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
-        if not TW_FT_LOCKS and TW_INT_EXACT(args[0]) and _int_ms(args[0], &small):
+        if (not TW_FT_LOCKS and (<TimerCore>self)._lanes is None
+                and TW_INT_EXACT(args[0]) and _int_ms(args[0], &small)):
             return _schedule_small(<TimerCore>self, small, args[1])
-        return (<TimerCore>self)._schedule_new(<object>args[0], <object>args[1])
+        return _schedule_as(_thread_lane(<TimerCore>self), TimerTask, <object>args[0],
+                            <object>args[1], _EMPTY)
     cdef dict kwargs = None
     if nargs < 2:
         raise TypeError(
@@ -127,10 +61,10 @@ cdef object _schedule_fastcall(object self, PyObject **args, Py_ssize_t nargs,
             kwargs = {}
             for i in range(nkw):
                 kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
-    cdef TimerCore core = _thread_lane(<TimerCore>self)
-    if kwargs is None:  # the common case: no functools.partial to build
-        return core._schedule_as(TimerTask, <object>args[0], fn, rest)
-    return core._schedule(<object>args[0], fn, rest, kwargs)
+    if kwargs is not None:
+        fn = _partial(fn, *rest, **kwargs)
+        rest = _EMPTY
+    return _schedule_as(_thread_lane(<TimerCore>self), TimerTask, <object>args[0], fn, rest)
 
 
 cdef object _schedule_as_fastcall(object self, PyObject **args, Py_ssize_t nargs,
@@ -152,7 +86,7 @@ cdef object _schedule_as_fastcall(object self, PyObject **args, Py_ssize_t nargs
     cdef tuple rest = _EMPTY
     if nargs > 3:
         rest = tuple([<object>args[i] for i in range(3, nargs)])
-    return _thread_lane(<TimerCore>self)._schedule_as(task_type, <object>args[1], fn, rest)
+    return _schedule_as(_thread_lane(<TimerCore>self), task_type, <object>args[1], fn, rest)
 
 
 cdef tuple _EMPTY = ()

@@ -17,7 +17,7 @@
 /* Does this TimerTask subtype keep TimerTask's tp_new (any Python
    subclass without __new__)?  Then it is made as TimerTask is, and
    _add's checks for a re-added task are skipped; see
-   TimerCore._schedule_as. */
+   _schedule_as (_wheel_place.pxi). */
 static int tw_keeps_task_new(PyObject *t, PyObject *base) {
     return ((PyTypeObject *)t)->tp_new == ((PyTypeObject *)base)->tp_new;
 }

@@ -1,7 +1,8 @@
 # _wheel_lanes.pxi: included by _wheel.pyx (one extension module).
 # Lanes (free threading): a timer split in per-thread cores, each with
-# its own lock; _add_guarded, _timer_add, _timer_len, _Lane.
-# Calls: core (TimerCore's cdef methods), ring (_lock_task).
+# its own lock (_make_lanes, _Lane); add() through the locks
+# (_add_guarded, _timer_add), _timer_len.
+# Calls: place (_add), ring (_lock_task).
 
 # -- lanes (TimerCore._use_lanes; the lock protocol: _wheel.pxd, "Lanes") -----
 
@@ -61,7 +62,7 @@ cdef object _add_guarded(TimerCore self, TimerTask task, int64_t delay_ns):
             core = _lane_holding(self, (<TimerTaskList>b)._counter)
             if core is not None:
                 try:  # ours: moved within its lane, whose lock is held
-                    wake = core._add(task, delay_ns)
+                    wake = _add(core, task, core._now_ns(), delay_ns, False)
                 finally:
                     tw_unlock(&core._counter._mu)
                 break
@@ -85,7 +86,7 @@ cdef object _add_guarded(TimerCore self, TimerTask task, int64_t delay_ns):
                 tw_store_u8(&task._claim, 0)
                 continue
         try:
-            wake = core._add(task, delay_ns)
+            wake = _add(core, task, core._now_ns(), delay_ns, False)
         finally:
             tw_unlock(&core._counter._mu)
             if claimed:
@@ -105,7 +106,7 @@ cdef int _timer_add(TimerCore self, TimerTask t) except -1:
         delay_ns = <int64_t>ceil(t._delay_ms * <double>NS_PER_MS)
     if TW_FT_LOCKS or self._lanes is not None:
         _add_guarded(self, t, delay_ns)
-    elif self._add(t, delay_ns):
+    elif _add(self, t, self._now_ns(), delay_ns, False):
         self._on_wake()
     return 0
 
@@ -136,3 +137,26 @@ cdef class _Lane(TimerCore):
         root = self._root_ref()
         if root is not None:
             root._on_wake()
+
+
+cdef int _make_lanes(TimerCore self, Py_ssize_t k) except -1:
+    # TimerCore._use_lanes(k), ``k`` checked to be >= 1.
+    cdef _Lane lane
+    if self._manual:
+        raise ValueError("a timer with a manual clock has one lane")
+    if self._lanes is not None or tw_atomic_load_ssize(&self._counter.value):
+        raise ValueError("lanes are for a new timer (no lanes, no tasks yet)")
+    if k == 1:
+        return 0
+    root = _weakref(self)
+    lanes = [None]
+    for _ in range(1, k):
+        lane = _Lane(self._tick_ms, self._wheel._wheel_size,
+                     self._wheel._current_time_ms,
+                     None if self._fast_clock else self._clock)
+        lane._root_ref = root
+        lane._closed = self._closed
+        lanes.append(lane)
+    self._nlanes = k
+    self._lanes = tuple(lanes)
+    return 0

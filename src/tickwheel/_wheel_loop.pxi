@@ -1,8 +1,10 @@
 # _wheel_loop.pxi: included by _wheel.pyx (one extension module).
 # The asyncio loop's paths: TimerCore._loop_call_later and _loop_call_at
-# in C, with the handle types the loop registers (_use_loop_handles),
-# and _LoopHandle, their base (asyncio's when()).
-# Calls: fastcall (_install_fastcall), core, lanes.
+# in C, with what the asyncio layer registers (_use_loop_handles: its
+# handle types, its checked call_later/call_at and its context sharing),
+# and _LoopHandle, the handles' base (asyncio's when()).
+# Calls: fastcall (_install_fastcall), place (_schedule_as, _add), lanes;
+# of the layer above, only what it registered.
 
 # -- the event loop's call_later in C -------------------------------------------
 # The tickwheel asyncio loop's call_later was a Python method: its frame, the
@@ -12,8 +14,12 @@
 # METH_FASTCALL | METH_KEYWORDS method; the loop installs the wheel's bound
 # method as its instance attribute ``call_later`` while no check is due.
 
-cdef object _h_plain = None    # asyncio's handle types (_asyncio_wheel's
-cdef object _h_context = None  # TimerHandle and _ContextTimerHandle)
+# Registered by the asyncio layer (_asyncio_wheel) through _use_loop_handles:
+cdef object _h_plain = None      # its handle types (TimerHandle and
+cdef object _h_context = None    # _ContextTimerHandle)
+cdef object _slow_later = None   # TimerWheel.call_later, TimerWheel.call_at:
+cdef object _slow_at = None      # what the C paths refuse goes there
+cdef object _share_context = None  # TimerWheel._share: a new handle's context
 
 
 cdef class _LoopHandle(TimerTask):
@@ -43,31 +49,54 @@ cdef class _LoopHandle(TimerTask):
         return deadline / 1e9
 
 
-def _use_loop_handles(plain, with_context):
-    """Set the handle types of ``TimerCore._loop_call_later`` (asyncio's layer).
+def _use_loop_handles(plain, with_context, call_later, call_at, share):
+    """Register the asyncio layer with ``TimerCore._loop_call_later``/``_loop_call_at``.
 
-    :raises TypeError: if either is not a _LoopHandle subclass
+    ``plain`` and ``with_context`` are the handle types they make (the
+    second when the current context holds variables);
+    ``call_later(wheel, delay, callback, *args, context=None)`` and
+    ``call_at(wheel, when, ...)`` take every call they refuse, to check
+    it and raise naming the argument; ``share(wheel, context)`` gives the
+    context a new handle keeps.  The core calls nothing of the layer above
+    it but these.
+
+    :raises TypeError: if a handle type is not a _LoopHandle subclass, or
+        a function is not callable
     """
-    global _h_plain, _h_context
+    global _h_plain, _h_context, _slow_later, _slow_at, _share_context
     for cls in (plain, with_context):
         # Made without tp_new (_loop_call_at): no __new__ of their own.
         if not (isinstance(cls, type) and issubclass(cls, _LoopHandle)
                 and tw_keeps_task_new(cls, TimerTask)):
             raise TypeError(f"handle types must be _LoopHandle subclasses, got {cls!r}")
+    for fn in (call_later, call_at, share):
+        if not callable(fn):
+            raise TypeError(f"call_later, call_at and share must be callable, got {fn!r}")
     _h_plain = plain
     _h_context = with_context
+    _slow_later = call_later
+    _slow_at = call_at
+    _share_context = share
 
 
 cdef extern from "Python.h":
     object PyContext_CopyCurrent()
 
 
-cdef object _loop_call_later_py(object self, object delay, object fn, tuple args,
-                                object context):
-    # The checked path: TimerWheel.call_later (Python) names the argument.
-    if context is None:
-        return self.call_later(delay, fn, *args)
-    return self.call_later(delay, fn, *args, context=context)
+cdef object _loop_slow(object slow, object self, PyObject **args, Py_ssize_t nargs,
+                       PyObject *kwnames):
+    # The checked path the layer registered (TimerWheel.call_later or
+    # call_at, in Python), with the call's arguments as given.
+    if slow is None:
+        raise TypeError(
+            f"{type(self).__name__} has no asyncio layer: _use_loop_handles was not called"
+        )
+    cdef Py_ssize_t i
+    cdef Py_ssize_t nkw = 0 if kwnames is NULL else PyTuple_GET_SIZE(<object>kwnames)
+    kwargs = {}
+    for i in range(nkw):
+        kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
+    return slow(self, *[<object>args[i] for i in range(nargs)], **kwargs)
 
 
 cdef object _loop_call_later_fastcall(object self, PyObject **args, Py_ssize_t nargs,
@@ -77,10 +106,7 @@ cdef object _loop_call_later_fastcall(object self, PyObject **args, Py_ssize_t n
     cdef object handle
     if nkw or nargs < 2 or _h_plain is None or not TW_CALLABLE(args[1]):
         # context=, a missing or non-callable fn: TimerWheel.call_later.
-        kwargs = {}
-        for i in range(nkw):
-            kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
-        return self.call_later(*[<object>args[i] for i in range(nargs)], **kwargs)
+        return _loop_slow(_slow_later, self, args, nargs, kwnames)
     cdef tuple rest = _EMPTY
     if nargs > 2:
         rest = tuple([<object>args[i] for i in range(2, nargs)])
@@ -90,13 +116,13 @@ cdef object _loop_call_later_fastcall(object self, PyObject **args, Py_ssize_t n
     try:
         delay_ms = delay * 1000.0
         if len(ctx):
-            handle = _thread_lane(<TimerCore>self)._schedule_as(_h_context, delay_ms, fn, rest)
-            handle._context = self._share(ctx)
+            handle = _schedule_as(_thread_lane(<TimerCore>self), _h_context, delay_ms, fn, rest)
+            handle._context = _share_context(self, ctx)
             return handle
-        return _thread_lane(<TimerCore>self)._schedule_as(_h_plain, delay_ms, fn, rest)
+        return _schedule_as(_thread_lane(<TimerCore>self), _h_plain, delay_ms, fn, rest)
     except (TypeError, ValueError, OverflowError):
         pass
-    return _loop_call_later_py(self, delay, fn, rest, None)
+    return _slow_later(self, delay, fn, *rest)
 
 
 cdef extern from "Python.h":
@@ -135,15 +161,12 @@ cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t narg
     # NaN fails both comparisons.
     if not (nargs >= 2 and -9.0e9 < w < 9.0e9 and TW_CALLABLE(args[1])):
         # context=, an odd `when` or callback, a closed wheel: TimerWheel.call_at.
-        kwargs = {}
-        for i in range(nkw):
-            kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
-        return self.call_at(*[<object>args[i] for i in range(nargs)], **kwargs)
+        return _loop_slow(_slow_at, self, args, nargs, kwnames)
     deadline_ns = _when_ns(w)
     now_ns = core._now_ns()
     delay_ns = deadline_ns - now_ns
     if not -C_MAX_DELAY_MS * NS_PER_MS <= delay_ns <= C_MAX_DELAY_MS * NS_PER_MS:
-        return self.call_at(*[<object>args[i] for i in range(nargs)])
+        return _loop_slow(_slow_at, self, args, nargs, NULL)
     cdef tuple rest = _EMPTY
     if nargs > 2:
         rest = tuple([<object>args[i] for i in range(2, nargs)])
@@ -155,16 +178,18 @@ cdef object _loop_call_at_fastcall(object self, PyObject **args, Py_ssize_t narg
     task._delay_ms = <double>delay_ns / <double>NS_PER_MS
     task._delay_is_int = False
     (<_LoopHandle>task)._when_s = w
+    # The task keeps the exact deadline ``when`` gave, on the clock reading
+    # ``now_ns`` it was measured from.
     if TW_FT_LOCKS:
         tw_lock(&core._counter._mu)
         try:
-            wake = core._add_at(task, now_ns, deadline_ns)
+            wake = _add(core, task, now_ns, delay_ns, True)
         finally:
             tw_unlock(&core._counter._mu)
     else:
-        wake = core._add_at(task, now_ns, deadline_ns)
+        wake = _add(core, task, now_ns, delay_ns, True)
     if shared:
-        (<object>task)._context = self._share(ctx)
+        (<object>task)._context = _share_context(self, ctx)
     if wake:
         core._on_wake()
     return task

@@ -1,8 +1,7 @@
 # _wheel_task.pxi: included by _wheel.pyx (one extension module).
 # The nodes: TaskCounter, TimerTaskEntry, TimerTask (state, cancel,
 # postpone).
-# Calls: checks, alloc, ring; postpone re-places through TimerCore._add
-# (core).
+# Calls: checks, alloc, ring; postpone re-places through _add (place).
 
 # Each class docstring (and __init__ docstring) opens with the constructor's
 # signature and a "--" line: CPython serves that as __text_signature__
@@ -256,7 +255,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
         old_is_int = self._delay_is_int
         delay_ns = _delay_to_ns(delay_ms, self)
         try:
-            wake = core._add(self, delay_ns)
+            wake = _add(core, self, core._now_ns(), delay_ns, False)
         except BaseException:
             self._delay_ms = old_delay
             self._delay_is_int = old_is_int
@@ -347,7 +346,7 @@ cdef object _postpone_locked(TimerTask self, object delay_ms):
         old_is_int = self._delay_is_int
         _delay_to_ns(delay_ms, self)
         try:
-            wake = core._add(self, delay_ns)
+            wake = _add(core, self, core._now_ns(), delay_ns, False)
         except BaseException:
             self._delay_ms = old_delay
             self._delay_is_int = old_is_int

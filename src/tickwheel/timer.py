@@ -198,7 +198,7 @@ def _after_fork_in_child() -> None:
     # threads.  Tasks pending at the fork belong to the parent and, as with
     # threading.Timer, do not run in the child: they are cancelled there.
     if not USE_EXTENSIONS:
-        core._LOCK = threading.RLock()  # the twin's one lock
+        core._renew_lock()  # the twin's one lock
     for timer in list(_LIVE):
         timer._reinit_after_fork()
 
@@ -249,6 +249,17 @@ class SystemTimer(TimerCore):
         ``precascade``), instead of all at once when the bucket's slot starts
     """
 
+    # Set by _init_sync (the module header's tables give each one's role).
+    _cond: threading.Condition
+    _reaper_cond: threading.Condition
+    _work_cond: threading.Condition
+    _handover: threading.Lock
+    _batches: deque[list[TimerTask]]
+    _worker_idle: bool
+    _reaper_parked: bool
+    _processed: int
+    _processed_seen: int
+
     def __init__(
         self,
         name: str = "tickwheel",
@@ -262,21 +273,7 @@ class SystemTimer(TimerCore):
         on_error: ErrorHandler | None = None,
         cascade_early: bool = True,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"name must be a non-empty str, got {name!r}")
-        if on_error is not None and not callable(on_error):
-            raise TypeError(f"on_error must be callable, got {on_error!r}")
-        if not (
-            executor is None
-            or executor == "inline"
-            or isinstance(executor, concurrent.futures.Executor)
-        ):
-            raise TypeError(
-                "executor must be None, 'inline' or a concurrent.futures.Executor, "
-                f"got {executor!r}"
-            )
-        if not isinstance(cascade_early, bool):
-            raise TypeError(f"cascade_early must be a bool, got {cascade_early!r}")
+        _check_system_args(name, executor, on_error, cascade_early)
         super().__init__(tick_ms, wheel_size, start_ms, clock)
         if _LANES > 1:
             self._use_lanes(_LANES)
@@ -288,55 +285,19 @@ class SystemTimer(TimerCore):
         # With the default executor and a reaper, the worker keeps time
         # itself whenever it is idle (see _work) and the reaper is a backup.
         self._worker_keeps_time = executor is None and self._use_reaper
-        self._init_sync()
+        _init_sync(self)
         self._stopping = False
         self._worker: threading.Thread | None = None
         self._reaper: threading.Thread | None = None
         # Due tasks a BaseException (Ctrl-C) cut short on the advance_clock
         # caller's thread: still expired and counted, run by the next call.
         self._undone: list[TimerTask] = []
-        self._start_threads()
+        _start_threads(self)
         _LIVE.add(self)
-
-    def _init_sync(self) -> None:
-        lock = threading.Lock()
-        # Three conditions on one lock, so each wake-up reaches only the
-        # thread it is for: advance_clock's callers wait on _cond, the reaper
-        # on _reaper_cond, the executor's worker on _work_cond.  The tables
-        # in the module header give every role and flag below.
-        self._cond = threading.Condition(lock)
-        self._reaper_cond = threading.Condition(lock)
-        self._work_cond = threading.Condition(lock)
-        # Held across poll + hand-over to the worker, so batches reach it in
-        # deadline order whichever thread polled (see _expire_due).
-        self._handover = threading.Lock()
-        # Batches for the default executor's worker, in deadline order.
-        self._batches: deque[list[TimerTask]] = deque()
-        # The worker is idle and keeping time: add() wakes it, not the reaper.
-        self._worker_idle = False
-        # The reaper sleeps with nothing pending, untimed: add() wakes it.
-        self._reaper_parked = False
-        # Due buckets processed by any thread, and how many advance_clock has
-        # reported: a bucket the worker polled between two advance_clock calls
-        # still counts as processed for the caller's drain loop.
-        self._processed = 0
-        self._processed_seen = 0
-
-    def _start_threads(self) -> None:
-        if self._executor is None:
-            self._worker = threading.Thread(
-                target=self._work, name=f"{self.name}-executor", daemon=True
-            )
-            self._worker.start()
-        if self._use_reaper:
-            self._reaper = threading.Thread(
-                target=self._reap, name=f"{self.name}-reaper", daemon=True
-            )
-            self._reaper.start()
 
     def _reinit_after_fork(self) -> None:
         old = self._batches
-        self._init_sync()
+        _init_sync(self)
         if self._stopping:
             self._reaper = self._worker = None
             return
@@ -344,7 +305,7 @@ class SystemTimer(TimerCore):
         for batch in old:
             for task in batch:
                 task.cancel()
-        self._start_threads()
+        _start_threads(self)
 
     # -- waking and waiting -------------------------------------------------
     def _on_wake(self) -> None:
@@ -359,13 +320,6 @@ class SystemTimer(TimerCore):
             if self._reaper_parked or not self._worker_keeps_time:
                 self._reaper_cond.notify()
 
-    def _due_in_ns(self) -> int | None:
-        """Nanoseconds until the next bucket is due (<= 0: due now), or None."""
-        nxt = self.next_expiration_ms
-        if nxt is None:
-            return None
-        return int(nxt * _NS_PER_MS - self.now_ns)
-
     def _reap(self) -> None:
         cond = self._reaper_cond
         while True:
@@ -374,7 +328,7 @@ class SystemTimer(TimerCore):
                 while True:
                     if self._stopping:
                         return
-                    due_in = self._due_in_ns()
+                    due_in = _due_in_ns(self)
                     if self._worker_keeps_time:
                         # The backup: the worker polls each bucket when it is
                         # due unless a long task keeps it busy; what has been
@@ -391,7 +345,7 @@ class SystemTimer(TimerCore):
                         continue
                     if due_in is not None and due_in <= 0:
                         break
-                    if idle_work and self._idle_for_cascade(due_in):
+                    if idle_work and _idle_for_cascade(self, due_in):
                         # Idle until the next bucket: move a chunk of the next
                         # big overflow bucket down now (see precascade).
                         idle_work = self._cascade_chunk()
@@ -404,10 +358,6 @@ class SystemTimer(TimerCore):
                 self._expire_due()
             except BaseException:  # the reaper must survive anything
                 logger.exception("tickwheel reaper %r: error while expiring", self.name)
-
-    def _idle_for_cascade(self, due_in: int | None) -> bool:
-        """Early cascading is on and no bucket is due for a while."""
-        return self._cascade_early and due_in is not None and due_in >= _CASCADE_IDLE_NS
 
     def _sleep(self, cond: threading.Condition, due_in: int | None) -> None:
         """Wait on ``cond`` (GIL released; add() and close() notify) until the
@@ -432,26 +382,15 @@ class SystemTimer(TimerCore):
         """
         self._cond.release()
         try:
-            looked = self._precascade_chunk()
+            looked = _precascade_chunk(self)
             if looked:
                 time.sleep(0)
             return looked
         finally:
             self._cond.acquire()
 
-    def _precascade_chunk(self) -> bool:
-        """precascade() one chunk; True iff it did work.  An error in it
-        turns early cascading off (Kafka's way from then on), never kills
-        the calling thread (the reaper or the executor's worker)."""
-        try:
-            return self.precascade(_CASCADE_CHUNK) > 0
-        except BaseException:
-            self._cascade_early = False
-            logger.exception("tickwheel timer %r: early cascade disabled", self.name)
-            return False
-
     def _expire_due(self, reraise: bool = False) -> bool:
-        due_in = self._due_in_ns()
+        due_in = _due_in_ns(self)
         if due_in is not None and due_in <= 0:
             self._processed += 1
         if self._executor is None:
@@ -482,63 +421,7 @@ class SystemTimer(TimerCore):
             self._run_batch(batch, reraise)
             return
         assert isinstance(executor, concurrent.futures.Executor)
-        # The tasks of one bucket run side by side, as with Kafka's one
-        # submit per task, so a callback that blocks holds up only its own
-        # pool thread.  (Submitting the bucket as one job ran its tasks one
-        # after another on a single pool thread.)  A pool with fewer threads
-        # than the bucket has tasks gets one runner per thread instead, all
-        # taking the bucket's tasks in turn from one queue: the tasks start
-        # when one submit each would start them, for a fraction of the cost
-        # (a submit is ~5 us; see bench/measure.py dispatch).  The default
-        # worker and "inline" keep the batch: one thread runs it either way.
-        workers = getattr(executor, "_max_workers", None)  # ThreadPoolExecutor's
-        if type(workers) is int and 0 < workers < len(batch):
-            self._fan_out(executor, batch, workers)
-            return
-        submit = executor.submit
-        run_one = self._run_one
-        i = 0
-        try:
-            for task in batch:
-                submit(run_one, task)
-                i += 1
-        except RuntimeError:
-            # The executor was shut down under us: nothing may be lost
-            # silently, so the tasks not submitted are cancelled and the
-            # fact logged (those submitted before still run).
-            self._refused(batch[i:])
-
-    def _fan_out(
-        self, executor: concurrent.futures.Executor, batch: list[TimerTask], n: int
-    ) -> None:
-        """Submit ``n`` runners that share ``batch``'s tasks (see _dispatch)."""
-        queue = deque(batch)
-        for i in range(n):
-            try:
-                executor.submit(self._drain, queue)
-            except RuntimeError:
-                if i == 0:  # no runner: cancel and log, as for one submit each
-                    self._refused(list(queue))
-                    queue.clear()
-                return  # else the runners submitted take every task
-
-    def _drain(self, queue: deque[TimerTask]) -> None:
-        """A pool runner: run tasks from the bucket's queue until it is empty."""
-        pop = queue.popleft
-        while True:
-            try:
-                task = pop()  # atomic: each task goes to one runner
-            except IndexError:
-                return
-            self._run_one(task)
-
-    def _refused(self, tasks: list[TimerTask]) -> None:
-        n = sum(task.cancel() for task in tasks)
-        logger.error(
-            "tickwheel timer %r: executor refused %d due task(s); cancelled",
-            self.name,
-            n,
-        )
+        _submit(self, executor, batch)
 
     def _run_batch(self, batch: list[TimerTask], reraise: bool = False) -> None:
         while True:
@@ -605,7 +488,7 @@ class SystemTimer(TimerCore):
                         cond.wait()
                         look = keeps_time
                         continue
-                    due_in = self._due_in_ns()
+                    due_in = _due_in_ns(self)
                     if due_in is not None and due_in <= 0:
                         cond.release()
                         try:
@@ -617,7 +500,7 @@ class SystemTimer(TimerCore):
                         finally:
                             cond.acquire()
                         continue
-                    if idle_work and self._idle_for_cascade(due_in):
+                    if idle_work and _idle_for_cascade(self, due_in):
                         idle_work = self._cascade_chunk()
                         continue
                     if not keeps_time:
@@ -656,7 +539,7 @@ class SystemTimer(TimerCore):
         deadline = self.now_ns + wait_ns
         with self._cond:
             while not self._undone:
-                due_in = self._due_in_ns()
+                due_in = _due_in_ns(self)
                 if due_in is not None and due_in <= 0:
                     break
                 if self._processed != self._processed_seen:
@@ -723,6 +606,160 @@ class SystemTimer(TimerCore):
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<SystemTimer {self.name!r} {state} pending={len(self)}>"
+
+
+# -- SystemTimer's helpers: setup, waiting, dispatch to a pool ----------------
+def _check_system_args(
+    name: object, executor: object, on_error: object, cascade_early: object
+) -> None:
+    """SystemTimer's argument checks, each naming the argument."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if on_error is not None and not callable(on_error):
+        raise TypeError(f"on_error must be callable, got {on_error!r}")
+    if not (
+        executor is None
+        or executor == "inline"
+        or isinstance(executor, concurrent.futures.Executor)
+    ):
+        raise TypeError(
+            "executor must be None, 'inline' or a concurrent.futures.Executor, "
+            f"got {executor!r}"
+        )
+    if not isinstance(cascade_early, bool):
+        raise TypeError(f"cascade_early must be a bool, got {cascade_early!r}")
+
+
+def _init_sync(timer: SystemTimer) -> None:
+    lock = threading.Lock()
+    # Three conditions on one lock, so each wake-up reaches only the
+    # thread it is for: advance_clock's callers wait on _cond, the reaper
+    # on _reaper_cond, the executor's worker on _work_cond.  The tables
+    # in the module header give every role and flag below.
+    timer._cond = threading.Condition(lock)
+    timer._reaper_cond = threading.Condition(lock)
+    timer._work_cond = threading.Condition(lock)
+    # Held across poll + hand-over to the worker, so batches reach it in
+    # deadline order whichever thread polled (see _expire_due).
+    timer._handover = threading.Lock()
+    # Batches for the default executor's worker, in deadline order.
+    timer._batches = deque()
+    # The worker is idle and keeping time: add() wakes it, not the reaper.
+    timer._worker_idle = False
+    # The reaper sleeps with nothing pending, untimed: add() wakes it.
+    timer._reaper_parked = False
+    # Due buckets processed by any thread, and how many advance_clock has
+    # reported: a bucket the worker polled between two advance_clock calls
+    # still counts as processed for the caller's drain loop.
+    timer._processed = 0
+    timer._processed_seen = 0
+
+
+def _start_threads(timer: SystemTimer) -> None:
+    if timer._executor is None:
+        timer._worker = threading.Thread(
+            target=timer._work, name=f"{timer.name}-executor", daemon=True
+        )
+        timer._worker.start()
+    if timer._use_reaper:
+        timer._reaper = threading.Thread(
+            target=timer._reap, name=f"{timer.name}-reaper", daemon=True
+        )
+        timer._reaper.start()
+
+
+def _due_in_ns(timer: SystemTimer) -> int | None:
+    """Nanoseconds until the next bucket is due (<= 0: due now), or None."""
+    nxt = timer.next_expiration_ms
+    if nxt is None:
+        return None
+    return int(nxt * _NS_PER_MS - timer.now_ns)
+
+
+def _idle_for_cascade(timer: SystemTimer, due_in: int | None) -> bool:
+    """Early cascading is on and no bucket is due for a while."""
+    return timer._cascade_early and due_in is not None and due_in >= _CASCADE_IDLE_NS
+
+
+def _precascade_chunk(timer: SystemTimer) -> bool:
+    """precascade() one chunk; True iff it did work.  An error in it
+    turns early cascading off (Kafka's way from then on), never kills
+    the calling thread (the reaper or the executor's worker)."""
+    try:
+        return timer.precascade(_CASCADE_CHUNK) > 0
+    except BaseException:
+        timer._cascade_early = False
+        logger.exception("tickwheel timer %r: early cascade disabled", timer.name)
+        return False
+
+
+def _submit(
+    timer: SystemTimer, executor: concurrent.futures.Executor, batch: list[TimerTask]
+) -> None:
+    """SystemTimer._dispatch to a concurrent.futures.Executor."""
+    # The tasks of one bucket run side by side, as with Kafka's one
+    # submit per task, so a callback that blocks holds up only its own
+    # pool thread.  (Submitting the bucket as one job ran its tasks one
+    # after another on a single pool thread.)  A pool with fewer threads
+    # than the bucket has tasks gets one runner per thread instead, all
+    # taking the bucket's tasks in turn from one queue: the tasks start
+    # when one submit each would start them, for a fraction of the cost
+    # (a submit is ~5 us; see bench/measure.py dispatch).  The default
+    # worker and "inline" keep the batch: one thread runs it either way.
+    workers = getattr(executor, "_max_workers", None)  # ThreadPoolExecutor's
+    if type(workers) is int and 0 < workers < len(batch):
+        _fan_out(timer, executor, batch, workers)
+        return
+    submit = executor.submit
+    run_one = timer._run_one
+    i = 0
+    try:
+        for task in batch:
+            submit(run_one, task)
+            i += 1
+    except RuntimeError:
+        # The executor was shut down under us: nothing may be lost
+        # silently, so the tasks not submitted are cancelled and the
+        # fact logged (those submitted before still run).
+        _refused(timer, batch[i:])
+
+
+def _fan_out(
+    timer: SystemTimer,
+    executor: concurrent.futures.Executor,
+    batch: list[TimerTask],
+    n: int,
+) -> None:
+    """Submit ``n`` runners that share ``batch``'s tasks (see _dispatch)."""
+    queue = deque(batch)
+    for i in range(n):
+        try:
+            executor.submit(_drain, timer, queue)
+        except RuntimeError:
+            if i == 0:  # no runner: cancel and log, as for one submit each
+                _refused(timer, list(queue))
+                queue.clear()
+            return  # else the runners submitted take every task
+
+
+def _drain(timer: SystemTimer, queue: deque[TimerTask]) -> None:
+    """A pool runner: run tasks from the bucket's queue until it is empty."""
+    pop = queue.popleft
+    while True:
+        try:
+            task = pop()  # atomic: each task goes to one runner
+        except IndexError:
+            return
+        timer._run_one(task)
+
+
+def _refused(timer: SystemTimer, tasks: list[TimerTask]) -> None:
+    n = sum(task.cancel() for task in tasks)
+    logger.error(
+        "tickwheel timer %r: executor refused %d due task(s); cancelled",
+        timer.name,
+        n,
+    )
 
 
 class MockTimer(TimerCore):

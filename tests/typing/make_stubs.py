@@ -36,6 +36,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "tickwheel"
@@ -43,7 +44,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "tickwheel"
 HEADER = '''\
 """Type stub written by tests/typing/make_stubs.py: do not edit.
 
-Signatures from {sources}
+{sources}
 (change them there, then run the script).  The classes are defined here,
 in a public module, so that type checkers name them after it:
 {example}.
@@ -247,6 +248,34 @@ def _definitions(tree: ast.Module) -> dict[str, ast.stmt]:
     return found
 
 
+def _from(sources: str) -> str:
+    """The header's "Signatures from" line, wrapped to the line length."""
+    return textwrap.fill(f"Signatures from {sources}", 79)
+
+
+def _module_file(name: str) -> Path:
+    """The source of ``tickwheel.<name>``: a module, or a package's ``__init__``."""
+    path = PACKAGE / f"{name}.py"
+    return path if path.exists() else PACKAGE / name / "__init__.py"
+
+
+def _defining(path: Path, name: str) -> tuple[Path, ast.stmt | None]:
+    """The file that defines ``name`` of the module at ``path``, and the
+    definition, through the module's relative imports (a twin split in a
+    package re-exports its units' names)."""
+    tree = _source(path)[0]
+    found = _definitions(tree).get(name)
+    if found is not None:
+        return path, found
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    unit = path.parent / f"{node.module.replace('.', '/')}.py"
+                    return _defining(unit, alias.name)
+    return path, None
+
+
 def _typevar(node: ast.stmt | None) -> bool:
     return (
         isinstance(node, ast.Assign)
@@ -396,8 +425,8 @@ def init_stub() -> str:
             and isinstance(node.value.value, ast.Name)
             and node.value.value.id in modules
         ):
-            path = PACKAGE / f"{modules[node.value.value.id]}.py"
-            source = _definitions(_source(path)[0]).get(node.value.attr)
+            module = _module_file(modules[node.value.value.id])
+            path, source = _defining(module, node.value.attr)
             if isinstance(source, (ast.ClassDef, ast.FunctionDef)):
                 wanted.append((node.value.attr, path))
     for name, path in list(wanted):  # the TypeVars they use
@@ -412,8 +441,8 @@ def init_stub() -> str:
     writer = _Writer(RENAME, _compiled_members(pyx + pxd))
     defined, imports = _emit(writer, wanted, _cdef_classes(pyx))
     body = writer.out
-    sources = ", ".join(sorted({p.name for _, p in wanted}))
-    text = HEADER.format(sources=sources, example="``tickwheel.TimerTask``")
+    sources = ", ".join(sorted({p.relative_to(PACKAGE).as_posix() for _, p in wanted}))
+    text = HEADER.format(sources=_from(sources), example="``tickwheel.TimerTask``")
     text += "\n".join(_import_block(writer, defined, imports)) + "\n\n"
     text += "\n".join(_reexports(PACKAGE / "__init__.py", set(defined))) + "\n\n"
     text += _all(PACKAGE / "__init__.py") + "\n\n"
@@ -445,7 +474,7 @@ def compat_asyncio_stub() -> str:
         lines = ["_PolicyBase: Any", ""] + lines
     sources = ", ".join(sorted({p.name for _, p in wanted}))
     example = "``tickwheel.compat_asyncio.Timeout``"
-    text = HEADER.format(sources=sources, example=example)
+    text = HEADER.format(sources=_from(sources), example=example)
     text += "\n".join(_import_block(writer, sorted(defined_set), imports)) + "\n\n"
     for node in tree.body:  # __all__, and its addition below 3.14
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
