@@ -957,6 +957,47 @@ def test_system_advance_clock_true_after_the_worker_processed_a_bucket(
         timer.close()
 
 
+class _ClockJumpingAfterARead:
+    """A fake clock that moves to ``jump_ns`` just after its next reading:
+    another thread moving a manual clock in the middle of a poll."""
+
+    def __init__(self, ms: int) -> None:
+        self.ns = ms * 1_000_000
+        self.jump_ns: int | None = None
+
+    def __call__(self) -> int:
+        value = self.ns
+        if self.jump_ns is not None:
+            self.ns, self.jump_ns = self.jump_ns, None
+        return value
+
+
+def test_system_a_poll_counts_the_bucket_it_took_when_the_clock_moved(
+    timers, no_thread_leak
+):
+    """A poll read the clock twice, once to count a due bucket and once to
+    take what was due: a bucket falling due between the two readings was
+    taken without being counted, and the caller's drain loop stopped with
+    its cascaded tasks pending (Kafka's testTaskExpiration on a fake clock
+    with the GIL off, about 1 run in 100).  One reading serves both now."""
+    clock = _ClockJumpingAfterARead(1_000)
+    timer = timers.SystemTimer("t", 1, 3, reaper=False, clock=clock)
+    ran = threading.Event()
+    try:
+        timer.schedule(10, ran.set)  # level 2 (9 ms slots): slot 1008
+        clock.ns, clock.jump_ns = 1_007_000_000, 1_008_000_000
+        timer._expire_due()  # the worker's poll, with the clock moving under it
+        assert timer.now_ms == 1008 and not ran.is_set()
+        assert timer.advance_clock(0) is True  # slot 1008: due, or processed
+        assert timer.next_expiration_ms == 1010
+        assert timer.advance_clock(0) is False
+        clock.ns = 1_010_000_000
+        assert timer.advance_clock(0) is True
+        assert ran.wait(10)
+    finally:
+        timer.close()
+
+
 def test_system_kafka_drain_loop_runs_every_task(timers, fake_clock):
     """Kafka's drain loop, ``while advance_clock(...)``, with the wait for the
     next due bucket done by moving the fake clock there: every one of the 585

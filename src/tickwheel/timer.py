@@ -390,8 +390,13 @@ class SystemTimer(TimerCore):
             self._cond.acquire()
 
     def _expire_due(self, reraise: bool = False) -> bool:
-        due_in = _due_in_ns(self)
-        if due_in is not None and due_in <= 0:
+        # One clock reading for both the count and the poll: with two, a
+        # bucket falling due between them (the driver moves a manual clock,
+        # or real time passes) was polled but not counted, and a drain loop
+        # on advance_clock stopped with that bucket's cascaded tasks pending.
+        now_ms = self.now_ms
+        nxt = self.next_expiration_ms
+        if nxt is not None and nxt <= now_ms:
             self._processed += 1
         if self._executor is None:
             # The worker's queue: append each batch while still holding the
@@ -399,13 +404,13 @@ class SystemTimer(TimerCore):
             # caller and the worker itself all poll), so batches stay in
             # order.  Nothing is ever left in _undone on this path.
             with self._handover:
-                batch = self._take_due(self.now_ms)
+                batch = self._take_due(now_ms)
                 if batch:
                     with self._cond:
                         self._batches.append(batch)
                         self._work_cond.notify()
             return bool(batch)
-        batch = self._take_due(self.now_ms)
+        batch = self._take_due(now_ms)
         if self._undone:
             batch = self._undone + batch
             self._undone = []
