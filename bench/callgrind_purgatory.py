@@ -27,6 +27,8 @@ dozens a key), a MockTimer advanced every millisecond (the expiries run
 inline), and the purge every ``purge_interval`` completions.  The driver's
 own Python (its completion heap) is in the totals: compare trees with it,
 or read the purgatory's functions inclusive in ``callgrind_annotate``.
+``--per-ms 50`` sets the pace to the paced run's 50,000 requests/s
+(shorter watcher lists, fewer entries per purge).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class FakeOperation(DelayedOperation):
         self.done[self.expired] += 1
 
 
-def kafka(n: int, kind: str) -> None:
+def kafka(n: int, kind: str, per_ms: int = PER_MS) -> None:
     """``n`` requests of bench_purgatory.py's workload on a virtual clock."""
     rnd = random.Random(1)
     mu, sigma = math.log(2.0), math.log(20 / 2.0) / Z90
@@ -109,10 +111,10 @@ def kafka(n: int, kind: str) -> None:
     countdown = kind == "countdown"
     now = 0.0
     # 40 ms of requests first (the steady state), the same at every n.
-    for i in range(n + 40 * PER_MS):
+    for i in range(n + 40 * per_ms):
         j = i % POOL
-        now += 1 / PER_MS
-        if i % PER_MS == 0:
+        now += 1 / per_ms
+        if i % per_ms == 0:
             timer.advance_clock(1)
         while events and events[0][0] <= now:
             _, k, op = heapq.heappop(events)
@@ -132,15 +134,28 @@ def kafka(n: int, kind: str) -> None:
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--kafka"]
+    argv = sys.argv[1:]
+    per_ms = PER_MS
+    if "--per-ms" in argv:
+        at = argv.index("--per-ms")
+        try:
+            per_ms = int(argv[at + 1])
+        except (IndexError, ValueError):
+            raise SystemExit("--per-ms needs a whole number of requests") from None
+        if per_ms < 1:
+            raise SystemExit(f"--per-ms must be at least 1, got {per_ms}")
+        del argv[at : at + 2]
+        if "--kafka" not in argv:
+            raise SystemExit("--per-ms sets --kafka's pace: give --kafka too")
+    args = [a for a in argv if a != "--kafka"]
     n = int(args[0])
     kind = args[1] if len(args) > 1 else "subclass"
     if kind not in ("subclass", "countdown"):
         raise SystemExit(f"kind must be subclass or countdown, got {kind!r}")
     if kind == "countdown" and CountdownOperation is None:
         raise SystemExit("this tickwheel has no CountdownOperation")
-    if "--kafka" in sys.argv:
-        kafka(n, kind)
+    if "--kafka" in argv:
+        kafka(n, kind, per_ms)
         return
     purgatory = DelayedOperationPurgatory("cg", None, reaper=False)
     submit = purgatory.try_complete_else_watch
