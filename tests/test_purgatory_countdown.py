@@ -430,3 +430,43 @@ def test_hook_decision_is_cached_per_class(kit, purgatory):
     assert _purgatory._hook_cached(Quiet) is None  # the class changed
     assert purgatory.try_complete_else_watch(Quiet(100, None, 0), ["k"]) is True
     assert _purgatory._hook_cached(Quiet) == 4
+
+
+def test_hook_functions_are_called_as_the_method_lookup_would(kit, purgatory):
+    # A Python hook that is a plain function is called directly (no method
+    # lookup per call) on the compiled core with a GIL.  What runs must be
+    # what the lookup finds, on every core: the class's own, an inherited
+    # one, a replacement assigned later, and a staticmethod.
+    import sysconfig
+
+    from tickwheel import _purgatory
+
+    compiled = kit.Countdown is getattr(_purgatory, "CountdownOperation", None)
+    log: list[str] = []
+
+    class Own(kit.Countdown):
+        __slots__ = ()
+
+        def on_complete(self) -> None:
+            log.append(f"own {type(self).__name__}")
+
+    class Heir(Own):
+        __slots__ = ()
+
+    class Static(kit.Countdown):
+        __slots__ = ()
+        on_complete = staticmethod(lambda: log.append("static"))
+
+    for cls in (Own, Heir, Static, Own):
+        assert purgatory.try_complete_else_watch(cls(100, None, 0), ["k"]) is True
+    assert log == ["own Own", "own Heir", "static", "own Own"]
+    if compiled and not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        own = Own.__dict__["on_complete"]
+        assert _purgatory._hook_functions(Own) == (None, own, None, None)
+        assert _purgatory._hook_functions(Heir) == (None, own, None, None)
+        assert _purgatory._hook_functions(Static) == (None, None, None, None)
+    log.clear()
+    Own.on_complete = lambda self: log.append("replaced")  # type: ignore[method-assign]
+    for cls in (Own, Heir):
+        assert purgatory.try_complete_else_watch(cls(100, None, 0), ["k"]) is True
+    assert log == ["replaced", "replaced"]

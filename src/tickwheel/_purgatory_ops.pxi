@@ -19,13 +19,13 @@ cdef inline unsigned long _ident() noexcept:
 
 cdef inline object _try_complete(DelayedOperation op):
     if tw_maybe_overridden(op) and _hook_mask(op) & _HK_TRY:
-        return tw_call_hook(_S_TRY_COMPLETE, op)
+        return tw_hk_call(0, _S_TRY_COMPLETE, op)
     return op._try_c()
 
 
 cdef inline object _on_complete(DelayedOperation op):
     if tw_maybe_overridden(op) and _hook_mask(op) & _HK_COMPLETE:
-        return tw_call_hook(_S_ON_COMPLETE, op)
+        return tw_hk_call(1, _S_ON_COMPLETE, op)
     return op._complete_c()
 
 
@@ -33,13 +33,13 @@ cdef object _force_complete(DelayedOperation op):
     # op.force_complete(), as the hooks are called: for a Python class that
     # does not override it, DelayedOperation's body without Cython's check.
     if tw_maybe_overridden(op) and _hook_mask(op) & _HK_FORCE:
-        return tw_call_hook(_S_FORCE_COMPLETE, op)
+        return tw_hk_call(3, _S_FORCE_COMPLETE, op)
     return DelayedOperation.force_complete(op)
 
 
 cdef inline object _on_expiration(DelayedOperation op):
     if tw_maybe_overridden(op) and _hook_mask(op) & _HK_EXPIRE:
-        return tw_call_hook(_S_ON_EXPIRATION, op)
+        return tw_hk_call(2, _S_ON_EXPIRATION, op)
     return op._expire_c()
 
 
