@@ -287,6 +287,13 @@ cdef list _live(list ops):
     return out
 
 
+cdef extern from "Python.h":
+    # Cython's declaration takes an object for the items; NULL deletes.
+    int tw_list_delete "PyList_SetSlice" (
+        object ops, Py_ssize_t low, Py_ssize_t high, PyObject *items
+    ) except -1
+
+
 cdef Py_ssize_t _drop_done(list ops) except -1:
     # Edit ``ops`` in place: the live operations moved to the front in
     # order, the done ones deleted from the end; how many went.  Only
@@ -301,7 +308,8 @@ cdef Py_ssize_t _drop_done(list ops) except -1:
                 tw_list_swap(ops, i, j)
             j += 1
     if j < n:
-        del ops[j:n]
+        # PyList_SetSlice, not ``del ops[j:n]``: no slice object per call.
+        tw_list_delete(ops, j, n, NULL)
     return n - j
 
 
