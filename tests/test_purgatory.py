@@ -231,6 +231,35 @@ def test_purgatory_duplicate_keys_watched_once(kit, mock_purgatory):
     assert mock_purgatory.watched == 2
 
 
+def test_purgatory_keys_of_every_shape_are_found_by_their_checks(kit, mock_purgatory):
+    # The watch places each entry in its key's shard, with the hashes the
+    # argument checks computed where it reuses them (a tuple of a few keys)
+    # or computed again (a list, duplicates, many keys, any iterable).
+    p = mock_purgatory
+    shapes = [
+        ("a",),
+        ("b", "c", "d"),
+        ["e", "f"],
+        ("g", "g", "h"),
+        tuple(f"k{i}" for i in range(12)),
+        iter(["x", "y"]),
+        (1, 2.0, (3, "t")),
+    ]
+    ops = []
+    for keys in shapes:
+        op = kit.Op(100_000)
+        assert p.try_complete_else_watch(op, keys) is False
+        ops.append(op)
+    lasts = ["a", "d", "f", "h", "k11", "y", (3, "t")]
+    for op, last in zip(ops, lasts):
+        op.completable = True
+        assert p.check_and_complete(last) == 1
+    every = ["a", "b", "c", "d", "e", "f", "g", "h", "x", "y", 1, 2.0, (3, "t")]
+    for key in every + [f"k{i}" for i in range(12)]:
+        assert p.check_and_complete(key) == 0
+    assert p.watched == 0
+
+
 # -- the lock contract ---------------------------------------------------------
 @pytest.mark.parametrize("lock_kind", ["default", "Lock", "RLock"])
 def test_purgatory_try_complete_runs_under_op_lock(kit, mock_purgatory, lock_kind):

@@ -56,9 +56,19 @@ cdef bint _retry(DelayedOperation op, unsigned long ident) except -1:
     return completed
 
 
-cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys):
+# A request's keys up to this many are checked for duplicates pairwise.
+cdef enum:
+    _FEW_KEYS = 8
+
+
+cdef object _watch(
+    _PurgatoryCore self, DelayedOperation operation, object keys,
+    const Py_hash_t *hashes,
+):
     # try_complete_else_watch after the argument checks (see the twin).
-    cdef Py_ssize_t n = len(keys)
+    # ``hashes``: the keys' hashes when the checks computed them (a tuple's
+    # keys, which cannot change meanwhile), else NULL.
+    cdef Py_ssize_t n = len(keys), i = 0
     cdef list shards = self._shards
     cdef Py_ssize_t mask = self._mask
     cdef unsigned long ident = _ident()
@@ -75,7 +85,9 @@ cdef object _watch(_PurgatoryCore self, DelayedOperation operation, object keys)
         if _try_complete(operation):
             return True
         for key in keys:
-            shard = <_Shard>shards[hash(key) & mask]
+            shard = <_Shard>shards[
+                (hashes[i] if hashes != NULL else hash(key)) & mask]
+            i += 1
             shard_lock = shard.lock
             _acquire(shard_lock)
             try:
@@ -441,19 +453,25 @@ cdef class _PurgatoryCore:
         if type(keys) is not tuple and type(keys) is not list:
             keys = self._keys_tuple(keys)
         cdef Py_ssize_t n = len(keys)
-        # Validate every key before registering anything; equal keys count once.
+        cdef Py_hash_t hashes[_FEW_KEYS]
+        cdef const Py_hash_t *known = NULL
+        # Validate every key before registering anything; equal keys count
+        # once.  The hashes computed for a tuple serve the watch as well.
         try:
             if n == 1:
-                hash(keys[0])
+                hashes[0] = hash(keys[0])
             elif n == 0:
                 raise ValueError(f"keys must not be empty, got {keys!r}")
-            elif _has_duplicates(keys, n):
+            elif _has_duplicates(keys, n, hashes):
                 keys = tuple(dict.fromkeys(keys))
+                n = 0  # hashes[] holds the old keys'
         except TypeError:
             for key in keys:
                 _hash_key(key, f"key {key!r} in keys")
             raise
-        return _watch(self, <DelayedOperation>operation, keys)
+        if 0 < n <= _FEW_KEYS and type(keys) is tuple:
+            known = hashes
+        return _watch(self, <DelayedOperation>operation, keys, known)
 
     def check_and_complete(self, key):
         """Try to complete every operation watching ``key``; drop completed entries.
@@ -508,13 +526,13 @@ cdef class _PurgatoryCore:
         )
 
 
-cdef bint _has_duplicates(object keys, Py_ssize_t n) except -1:
+cdef bint _has_duplicates(object keys, Py_ssize_t n, Py_hash_t *h) except -1:
     # len(set(keys)) != n, a tuple or list of n > 1 keys, without building
     # the set for the few keys a request has: the hashes compared pairwise,
     # the keys (as a set would: identity, then ==) only where they match.
-    cdef Py_hash_t h[8]
+    # Up to _FEW_KEYS keys, their hashes are left in h[].
     cdef Py_ssize_t i, j
-    if n > 8:
+    if n > _FEW_KEYS:
         return len(set(keys)) != n
     for i in range(n):
         h[i] = hash(keys[i])
