@@ -371,7 +371,7 @@ class SystemTimer(TimerCore):
         cond.wait(None if due_in is None else due_in / 1e9)
 
     def _cascade_chunk(self) -> bool:
-        """One chunk of early cascading, outside the lock; True iff it did work.
+        """One chunk of early cascading, outside the lock; True iff more may follow.
 
         Called with the lock held (by the reaper, or the idle worker).  The
         lock is released so that add() and close() are never kept waiting,
@@ -382,10 +382,10 @@ class SystemTimer(TimerCore):
         """
         self._cond.release()
         try:
-            looked = _precascade_chunk(self)
-            if looked:
+            more = _precascade_chunk(self)
+            if more:
                 time.sleep(0)
-            return looked
+            return more
         finally:
             self._cond.acquire()
 
@@ -687,11 +687,13 @@ def _idle_for_cascade(timer: SystemTimer, due_in: int | None) -> bool:
 
 
 def _precascade_chunk(timer: SystemTimer) -> bool:
-    """precascade() one chunk; True iff it did work.  An error in it
-    turns early cascading off (Kafka's way from then on), never kills
-    the calling thread (the reaper or the executor's worker)."""
+    """precascade() one chunk; True iff it looked at a whole chunk (the
+    pass may go on).  A shorter one ended the pass: the caller waits next,
+    rather than calling again for nothing and yielding the GIL twice.  An
+    error in it turns early cascading off (Kafka's way from then on), never
+    kills the calling thread (the reaper or the executor's worker)."""
     try:
-        return timer.precascade(_CASCADE_CHUNK) > 0
+        return timer.precascade(_CASCADE_CHUNK) >= _CASCADE_CHUNK
     except BaseException:
         timer._cascade_early = False
         logger.exception("tickwheel timer %r: early cascade disabled", timer.name)
