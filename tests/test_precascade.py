@@ -422,3 +422,37 @@ def test_the_worker_cascades_early_between_batches(
         timer._check()
     finally:
         timer.close()
+
+
+def test_a_short_precascade_chunk_ends_the_idle_threads_pass(
+    timers: Any, fake_clock: Any, no_thread_leak: None
+) -> None:
+    """The thread keeping time asks for another chunk only after a full one:
+    a shorter chunk ended the pass, and another call would find nothing
+    until the lower level's reach grows, so it waits instead."""
+    fake_clock.ns = 0
+    timer = timers.SystemTimer(
+        name="pc-chunk", clock=fake_clock, reaper=False, executor="inline"
+    )
+    chunk = timers.timer._CASCADE_CHUNK
+    looked: list[int] = []
+    precascade = timer.precascade
+
+    def counted(budget: int) -> int:
+        looked.append(precascade(budget))
+        return looked[-1]
+
+    timer.precascade = counted
+    try:
+        _load(timer, 2_000)
+        fake_clock.advance_ms(1_000)
+        timer.advance_clock(0)  # the slot at 800 cascades; level 1 reaches 1400
+        more = [timers.timer._precascade_chunk(timer)]
+        while more[-1]:
+            more.append(timers.timer._precascade_chunk(timer))
+        assert len(more) > 1  # a level-2 slot of ~800 tasks: several chunks
+        assert more == [n >= chunk for n in looked]
+        assert looked[-1] < chunk  # the pass ended on a short chunk ...
+        assert precascade(chunk) == 0  # ... and nothing is left of it
+    finally:
+        timer.close()

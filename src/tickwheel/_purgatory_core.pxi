@@ -454,9 +454,10 @@ cdef class _PurgatoryCore:
             keys = self._keys_tuple(keys)
         cdef Py_ssize_t n = len(keys)
         cdef Py_hash_t hashes[_FEW_KEYS]
-        cdef const Py_hash_t *known = NULL
-        # Validate every key before registering anything; equal keys count
-        # once.  The hashes computed for a tuple serve the watch as well.
+        # The hashes computed below serve the watch as well, for a tuple's
+        # keys (a list could change while the operation's hooks run).
+        cdef bint reuse = n <= _FEW_KEYS and type(keys) is tuple
+        # Validate every key before registering anything; equal keys count once.
         try:
             if n == 1:
                 hashes[0] = hash(keys[0])
@@ -464,14 +465,14 @@ cdef class _PurgatoryCore:
                 raise ValueError(f"keys must not be empty, got {keys!r}")
             elif _has_duplicates(keys, n, hashes):
                 keys = tuple(dict.fromkeys(keys))
-                n = 0  # hashes[] holds the old keys'
+                reuse = False  # hashes[] are the old keys'
         except TypeError:
             for key in keys:
                 _hash_key(key, f"key {key!r} in keys")
             raise
-        if 0 < n <= _FEW_KEYS and type(keys) is tuple:
-            known = hashes
-        return _watch(self, <DelayedOperation>operation, keys, known)
+        return _watch(
+            self, <DelayedOperation>operation, keys, hashes if reuse else NULL
+        )
 
     def check_and_complete(self, key):
         """Try to complete every operation watching ``key``; drop completed entries.

@@ -24,8 +24,8 @@
 #   descriptors, __getattribute__ included), ``self`` prepended, no bound
 #   method.
 #
-# The decision (a bit per hook, and the functions) is cached per class with the class's
-# version tag, which CPython changes whenever the class or a base is
+# The decision (a bit per hook, and the functions) is cached per class
+# with the class's version tag, which CPython changes whenever the class or a base is
 # modified (a hook assigned later is seen).  Free-threaded builds take the
 # second way for every Python class: no shared cache to race on.
 cdef extern from "_compat.h":
@@ -107,6 +107,7 @@ cdef enum:
 # class -> (version tag, mask, functions), behind the one-entry cache in C.
 cdef dict _hook_masks = {}
 cdef tuple _NO_FUNCTIONS = (None, None, None, None)
+cdef object _ABSENT = object()
 cdef tuple _HOOKS = (
     (_HK_TRY, _S_TRY_COMPLETE), (_HK_COMPLETE, _S_ON_COMPLETE),
     (_HK_EXPIRE, _S_ON_EXPIRATION), (_HK_FORCE, _S_FORCE_COMPLETE),
@@ -177,8 +178,8 @@ cdef tuple _hooks_of(type cls):
     for bit, name in _HOOKS:
         function = None
         for base in cls.__mro__:
-            found = (<type>base).__dict__.get(name, _NO_FUNCTIONS)
-            if found is not _NO_FUNCTIONS:
+            found = (<type>base).__dict__.get(name, _ABSENT)
+            if found is not _ABSENT:
                 if (<type>base).__flags__ & Py_TPFLAGS_HEAPTYPE:
                     mask |= bit
                     if type(found) is _FunctionType:
