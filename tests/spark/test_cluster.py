@@ -174,19 +174,27 @@ def packed_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The docs' recipe: a venv with tickwheel and its engine's needs, venv-packed.
 
     tickwheel is installed from a wheel built from this checkout (so the
-    archive holds the code under test, compiled); a .tar.gz (Spark 4.3
-    unpacks a plain .tar without the files' exec bits), lightly compressed.
-    The venv's base interpreter must be at the same path on the executors
-    (here: the same machine), as venv-pack requires.
+    archive holds the code under test, compiled), or from the wheel that
+    ``TICKWHEEL_TEST_WHEEL`` names (CI's own build of this checkout, so the
+    core is not compiled twice); a .tar.gz (Spark 4.3 unpacks a plain .tar
+    without the files' exec bits), lightly compressed.  The venv's base
+    interpreter must be at the same path on the executors (here: the same
+    machine), as venv-pack requires.
     """
     base = tmp_path_factory.mktemp("packed")
     py = sys.executable
     pip = [py, "-m", "pip", "--disable-pip-version-check", "-q"]
-    run(
-        [*pip, "wheel", "--no-deps", "-w", str(base / "dist"), str(ROOT)],
-        {**os.environ},
-    )
-    (wheel,) = (base / "dist").glob("tickwheel-*.whl")
+    given = os.environ.get("TICKWHEEL_TEST_WHEEL")
+    if given:
+        wheel = Path(given)
+        ok = wheel.is_file() and wheel.suffix == ".whl"
+        assert ok, f"TICKWHEEL_TEST_WHEEL={given} is not a wheel file"
+    else:
+        run(
+            [*pip, "wheel", "--no-deps", "-w", str(base / "dist"), str(ROOT)],
+            {**os.environ},
+        )
+        (wheel,) = (base / "dist").glob("tickwheel-*.whl")
     env_dir = base / "env"
     # --copies: Spark refuses to unpack a symlink that points outside the
     # archive, and a plain venv's bin/python is one.
