@@ -43,8 +43,8 @@ NEEDS = ("aiohttp", "websockets", "uvloop")  # the bench extra: servers, clients
 BASE = {"tickwheel": "asyncio", "tickwheel-uvloop": "uvloop"}
 FULL = {
     "rounds": 5, "ws_rounds": 2, "seconds": 4.0, "wrk_conns": 256,
-    "ws_conns": 6_000, "ws_procs": 3, "ws_seconds": 10.0, "ping": 20.0,
-    "ws_rate": 50.0, "idle_conns": 10_000, "idle_procs": 2, "idle": 3.0,
+    "ws_conns": 6_000, "ws_procs": 3, "ws_seconds": 20.0, "ping": 20.0,
+    "ws_rate": 200.0, "idle_conns": 10_000, "idle_procs": 2, "idle": 3.0,
 }  # fmt: skip
 CONFIG = {  # which settings each workload reads
     "http": ("rounds", "seconds", "wrk_conns"),
@@ -203,7 +203,8 @@ def run_ws(loop: str, cfg: dict[str, Any]) -> dict[str, Any]:
         "rtt_p99_s": rtts[int(0.99 * (len(rtts) - 1))] if rtts else float("nan"),
         "echoes": len(rtts),
         "gc_p99_s": stats["gc_p99_s"], "gc_max_s": stats["gc_max_s"],
-        "gc_count": stats["gc_count"], "connections": stats["connections"],
+        "gc_count": stats["gc_count"], "gc_full_s": stats["gc_full_s"],
+        "connections": stats["connections"],
         "timers": counts,
     }  # fmt: skip
 
@@ -323,7 +324,7 @@ def brief(res: dict[str, Any]) -> str:
 
 METRICS = {
     "http": ("rps", "p50_s", "p99_s", "cpu_per_msg_s"),
-    "ws": ("rss_mb", "idle_cpu_pct", "rtt_p99_s", "gc_p99_s", "gc_max_s"),
+    "ws": ("rss_mb", "idle_cpu_pct", "rtt_p99_s", "gc_p99_s", "gc_max_s", "gc_full_s"),
     "idle": ("cpu_per_msg_s", "msgs_rate", "cpu_pct"),
 }
 
@@ -377,6 +378,7 @@ LABELS = {
     "ws/rtt_p99_s": "2: echo round trip p99",
     "ws/gc_p99_s": "2: GC pause p99 (CPU time)",
     "ws/gc_max_s": "2: GC pause max (CPU time)",
+    "ws/gc_full_s": "2: a full collection, `gc.collect()` (CPU time)",
     "idle/cpu_per_msg_s": "3: idle timeout moved per message: CPU per message",
     "idle/msgs_rate": "3: messages/s served", "idle/cpu_pct": "3: server CPU",
 }  # fmt: skip

@@ -4,7 +4,8 @@
 starts a server and prints ``PORTS <data port> <control port>``; the
 orchestrator (bench_server.py) then sends lines to the control port:
 ``mark`` starts the measured window (CPU time, messages, GC pauses from
-zero), ``stats`` answers one JSON line about the window, ``final`` closes
+zero), ``stats`` answers one JSON line about the window (and then times
+one full collection), ``final`` closes
 every connection and answers the timer counts.  ``python bench/server_load.py
 client WORKLOAD PORT COUNT [...]`` opens COUNT connections, prints ``READY``,
 and then obeys ``go`` / ``stop`` lines on stdin; it prints one JSON line
@@ -23,6 +24,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -94,7 +96,7 @@ class Window:
 
     def stats(self) -> dict[str, Any]:
         pauses = sorted(self.gc_pauses)
-        return {
+        window = {
             "cpu_s": time.process_time() - self.cpu0,
             "wall_s": time.perf_counter() - self.wall0,
             "messages": self.messages,
@@ -103,6 +105,18 @@ class Window:
             "gc_max_s": pauses[-1] if pauses else 0.0,
             "gc_p99_s": pauses[int(0.99 * (len(pauses) - 1))] if pauses else 0.0,
         }
+        # After the window: what one full collection of everything the server
+        # holds costs (the pause a generation-2 collection makes while it
+        # serves; a quiet server makes too few in a window to rank loops).
+        # The median of three; the first also frees what the window left.
+        window["gc_full_s"] = statistics.median(_full_collection() for _ in range(3))
+        return window
+
+
+def _full_collection() -> float:
+    t0 = time.thread_time()
+    gc.collect()
+    return time.thread_time() - t0
 
 
 class Timers:
