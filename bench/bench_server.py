@@ -497,6 +497,15 @@ def machine() -> str:
     return f"{platform.machine()}-py{platform.python_version()}"
 
 
+def check_names(
+    p: argparse.ArgumentParser, name: str, given: list[str], allowed: Any
+) -> None:
+    """Exit 2 naming the first of ``given`` that is not in ``allowed``."""
+    bad = [x for x in given if x not in allowed]
+    if bad:
+        p.error(f"{name}: unknown {bad[0]!r} (choose from {', '.join(allowed)})")
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
@@ -516,13 +525,23 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     opts = p.parse_args(argv)
     opts.workloads = opts.workloads.split(",")
     opts.loops = opts.loops.split(",")
-    for name, given, allowed in (("--workloads", opts.workloads, METRICS),
-                                 ("--loops", opts.loops, LOOPS)):  # fmt: skip
-        bad = [x for x in given if x not in allowed]
-        if bad:
-            p.error(f"{name}: unknown {bad[0]!r} (choose from {', '.join(allowed)})")
+    check_names(p, "--workloads", opts.workloads, METRICS)
+    check_names(p, "--loops", opts.loops, LOOPS)
     if opts.rounds is not None and opts.rounds < 1:
         p.error(f"--rounds must be >= 1, got {opts.rounds}")
+    # Checked before measuring: a run of half an hour must not end in a
+    # traceback that loses it.
+    if opts.out is not None and not opts.out.parent.is_dir():
+        p.error(f"--out: {opts.out}: directory {opts.out.parent} does not exist")
+    for name, path in (("--render", opts.render), ("--out", opts.out)):
+        if path is None or (name == "--out" and not path.exists()):
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            p.error(f"{name}: {path}: not a results JSON ({exc})")
+        if not isinstance(data, dict) or "runs" not in data:
+            p.error(f"{name}: {path}: not a results JSON (no 'runs')")
     return opts
 
 

@@ -97,6 +97,47 @@ def test_bad_arguments(args, named):
     assert named in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["grpc"], "workload: unknown 'grpc'"),
+        (["--loops", "trio", "idle"], "--loops: unknown 'trio'"),
+        (["--m", "0"], "--m must be >= 1, got 0"),
+        (["--conns", "20000", "idle"], "--conns must be in 1..15000"),
+        (["--keep", __file__, "idle"], "is not a directory"),
+    ],
+)
+def test_callgrind_server_bad_arguments(args, named):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("callgrind_server.py")), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert named in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_files_are_refused_before_anything_is_measured(tmp_path):
+    """--render and --out name what is wrong in one line, exit 2, no traceback;
+    a non-JSON --out is left as it was (a measurement would overwrite it)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}')
+    cases = [
+        (["--render", str(tmp_path / "missing.json")], "--render: "),
+        (["--render", str(other)], "no 'runs'"),
+        (["--out", str(tmp_path / "no" / "r.json")], "does not exist"),
+        (["--out", str(notes), "--workloads", "idle"], "not a results JSON"),
+    ]
+    for args, named in cases:
+        proc = run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert named in proc.stderr and "Traceback" not in proc.stderr, args
+    assert notes.read_text() == "mine"
+
+
 def test_perf_shares_group_the_report_by_where_the_cpu_went():
     sys.path.insert(0, str(SCRIPT.parent))
     from bench_server import perf_shares, perf_table
