@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -498,7 +499,7 @@ def machine() -> str:
 
 
 def check_names(
-    p: argparse.ArgumentParser, name: str, given: list[str], allowed: Any
+    p: argparse.ArgumentParser, name: str, given: list[str], allowed: Collection[str]
 ) -> None:
     """Exit 2 naming the first of ``given`` that is not in ``allowed``."""
     bad = [x for x in given if x not in allowed]
@@ -529,20 +530,32 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     check_names(p, "--loops", opts.loops, LOOPS)
     if opts.rounds is not None and opts.rounds < 1:
         p.error(f"--rounds must be >= 1, got {opts.rounds}")
-    # Checked before measuring: a run of half an hour must not end in a
-    # traceback that loses it.
+    # Where the results go, and what is already there, settled before
+    # measuring: a run of half an hour must not end in a traceback that
+    # loses it.  --render reads its file and writes beside --out, or it.
+    name = "--out" if opts.out is not None else "the results file"
+    opts.out = opts.out or opts.render
+    if opts.out is None and not opts.quick:
+        opts.out = HERE / "results" / f"server-{machine()}.json"
     if opts.out is not None and not opts.out.parent.is_dir():
-        p.error(f"--out: {opts.out}: directory {opts.out.parent} does not exist")
-    for name, path in (("--render", opts.render), ("--out", opts.out)):
-        if path is None or (name == "--out" and not path.exists()):
-            continue
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            p.error(f"{name}: {path}: not a results JSON ({exc})")
-        if not isinstance(data, dict) or "runs" not in data:
-            p.error(f"{name}: {path}: not a results JSON (no 'runs')")
+        p.error(f"{name}: {opts.out}: directory {opts.out.parent} does not exist")
+    opts.previous = None
+    if opts.render is not None:
+        opts.previous = read_results(p, "--render", opts.render)
+    elif opts.out is not None and opts.out.exists():
+        opts.previous = read_results(p, name, opts.out)
     return opts
+
+
+def read_results(p: argparse.ArgumentParser, name: str, path: Path) -> Any:
+    """A results JSON, or exit 2 naming ``name`` and ``path``."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        p.error(f"{name}: {path}: not a results JSON ({exc})")
+    if not isinstance(data, dict) or "runs" not in data:
+        p.error(f"{name}: {path}: not a results JSON (no 'runs')")
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -561,13 +574,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_server.py: {', '.join(missing)} not installed; install the "
               "bench extra: pip install '.[bench]'", file=sys.stderr)  # fmt: skip
         return 2
-    out = opts.out or opts.render
-    if out is None and not opts.quick:
-        out = HERE / "results" / f"server-{machine()}.json"
+    out = opts.out
     if opts.render is not None:
-        data = json.loads(opts.render.read_text())
+        data = opts.previous
     else:
-        data = measure_into(opts, argv, out)
+        data = measure_into(opts, argv, opts.previous)
         if out is not None:  # first: the runs are kept even if rendering fails
             out.write_text(json.dumps(data, indent=1) + "\n")
     text = render(data)
@@ -579,9 +590,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_into(
-    opts: argparse.Namespace, argv: list[str] | None, out: Path | None
+    opts: argparse.Namespace, argv: list[str] | None, previous: Any
 ) -> dict[str, Any]:
-    """Measure; the workloads not run this time keep their runs from ``out``."""
+    """Measure; the workloads not run this time keep their runs from
+    ``previous`` (the results file as it was, or None)."""
     cfg = dict(QUICK if opts.quick else FULL)
     if opts.rounds is not None:
         cfg["rounds"] = cfg["ws_rounds"] = opts.rounds
@@ -590,9 +602,7 @@ def measure_into(
     command = "python bench/bench_server.py " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
-    data: dict[str, Any] = {"commands": {}, "configs": {}, "runs": {}}
-    if out is not None and out.exists():
-        data = json.loads(out.read_text())
+    data: dict[str, Any] = previous or {"commands": {}, "configs": {}, "runs": {}}
     for w in opts.workloads:
         data["runs"] = {
             k: v for k, v in data["runs"].items() if not k.startswith(w + "/")

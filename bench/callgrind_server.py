@@ -30,6 +30,8 @@ from pathlib import Path
 
 from bench_server import LOAD, LOAD_CPU, LOOPS, SERVER_CPU, check_names, variants
 
+WORKLOADS = ("idle", "http")
+
 
 def instructions(path: Path) -> int:
     m = re.search(r"^(?:summary|totals):\s+(\d+)", path.read_text(), re.M)
@@ -74,7 +76,7 @@ def one_run(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("workloads", nargs="*", default=["idle", "http"],
+    p.add_argument("workloads", nargs="*", default=list(WORKLOADS),
                    help="idle, http (default: both)")  # fmt: skip
     p.add_argument("--m", type=int, default=2000, help="messages of the short run")
     p.add_argument("--loops", default=",".join(LOOPS))
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--m must be >= 1, got {opts.m}")
     if not 1 <= opts.conns <= 15_000:
         p.error(f"--conns must be in 1..15000 (file descriptors), got {opts.conns}")
-    check_names(p, "workload", opts.workloads, ("idle", "http"))
+    check_names(p, "workload", opts.workloads, WORKLOADS)
     check_names(p, "--loops", opts.loops.split(","), LOOPS)
     if opts.keep is not None and opts.keep.exists() and not opts.keep.is_dir():
         p.error(f"--keep: {opts.keep} exists and is not a directory")

@@ -138,6 +138,28 @@ def test_bad_files_are_refused_before_anything_is_measured(tmp_path):
     assert notes.read_text() == "mine"
 
 
+def test_a_run_of_some_workloads_keeps_the_others_runs(tmp_path):
+    """--out on an earlier results file: the workloads run now replace theirs,
+    the others' rounds stay as they were (read once, before measuring)."""
+    earlier = SCRIPT.parent / "results" / "server-x86_64-py3.11.7.json"
+    out = tmp_path / "server.json"
+    out.write_text(earlier.read_text())
+    proc = run(
+        "--quick", "--workloads", "idle", "--loops", "asyncio", "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    before, after = json.loads(earlier.read_text()), json.loads(out.read_text())
+    for key, rounds in before["runs"].items():
+        if not key.startswith("idle/"):
+            assert after["runs"][key] == rounds, key
+    assert sorted(k for k in after["runs"] if k.startswith("idle/")) == [
+        "idle/asyncio/cancel",
+        "idle/asyncio/none",
+    ]
+    assert "--workloads idle" in after["commands"]["idle"]
+    assert after["commands"]["http"] == before["commands"]["http"]
+
+
 def test_perf_shares_group_the_report_by_where_the_cpu_went():
     sys.path.insert(0, str(SCRIPT.parent))
     from bench_server import perf_shares, perf_table

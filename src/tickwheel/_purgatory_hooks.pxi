@@ -25,9 +25,9 @@
 #   method.
 #
 # The decision (a bit per hook, and the functions) is cached per class
-# with the class's version tag, which CPython changes whenever the class or a base is
-# modified (a hook assigned later is seen).  Free-threaded builds take the
-# second way for every Python class: no shared cache to race on.
+# with the class's version tag, which CPython changes whenever the class or
+# a base is modified (a hook assigned later is seen).  Free-threaded builds
+# take the second way for every Python class: no shared cache to race on.
 cdef extern from "_compat.h":
     pass
 
