@@ -258,3 +258,49 @@ def test_operations_and_shards_use_it_and_hand_it_out_usable():
     t.join(10)
     assert op.completed and not lock.locked()
     purgatory.shutdown()
+
+
+def test_a_private_lock_held_in_a_hook_is_waited_for_by_another_thread():
+    """The lock taken around try_complete (on a GIL build, a flag in the
+    operation until someone needs it as an object) makes another thread's
+    force_complete wait while a hook runs without the GIL; the lock read as
+    an object meanwhile is held; afterwards the operation completed once."""
+    from tickwheel import MockTimer
+    from tickwheel.purgatory import DelayedOperation, DelayedOperationPurgatory
+
+    inside, leave = threading.Event(), threading.Event()
+    completions = []
+
+    class Op(DelayedOperation):
+        __slots__ = ()
+
+        def try_complete(self) -> bool:
+            inside.set()
+            assert leave.wait(10)  # releases the GIL, holding the op's lock
+            return False
+
+        def on_complete(self) -> None:
+            completions.append(self)
+
+    purgatory = DelayedOperationPurgatory("lazy", MockTimer())
+    op = Op(10)
+    watcher = threading.Thread(
+        target=purgatory.try_complete_else_watch, args=(op, ["k"])
+    )
+    watcher.start()
+    assert inside.wait(10)
+    results: list[bool] = []
+    other = threading.Thread(target=lambda: results.append(op.force_complete()))
+    other.start()
+    other.join(0.1)
+    assert other.is_alive() and not results  # waits for the holder
+    assert op._op_lock.locked()  # the object, made while held, is held
+    leave.set()
+    watcher.join(10)
+    other.join(10)
+    assert not watcher.is_alive() and not other.is_alive()
+    assert results == [True] and completions == [op]
+    lock = op._op_lock
+    assert not lock.locked() and lock.acquire(False)
+    lock.release()
+    purgatory.shutdown()

@@ -42,7 +42,11 @@ from tickwheel._wheel cimport TimerTask, _delay_to_ns
 
 
 cdef class DelayedOperation(TimerTask):
-    cdef public object _op_lock
+    # The operation's lock: an object (a given lock, or a _Lock), or, for a
+    # private lock on a GIL build, None while _oplocked serves as the lock
+    # (_purgatory_lock.pxi, "the operations' private lock").
+    cdef object _oplock
+    cdef unsigned char _oplocked
     # The flags: written under the operation's lock, some read without it
     # (the retry hand-off, the done checks), so every access is an atomic
     # tw_load_*/tw_store_* (plain with a GIL).  Python reads them as the

@@ -28,11 +28,10 @@ Initialize self.  See help(type(self)) for accurate signature."""
 cdef bint _hand_off(DelayedOperation op) except -1:
     """``op``'s private lock is taken: leave its holder a retry, or take the lock."""
     tw_store_u8(&op._retry, 1)
-    lock = op._op_lock
-    if not _try_acquire(lock):
+    if not _op_try_acquire(op):
         if tw_load_u8(&op._trylock):
             return False
-        _acquire(lock)
+        _op_acquire(op)
     # This thread tries now, after every event that set the flag so far.
     tw_store_u8(&op._retry, 0)
     return True
@@ -40,10 +39,9 @@ cdef bint _hand_off(DelayedOperation op) except -1:
 
 cdef bint _retry(DelayedOperation op, unsigned long ident) except -1:
     """Try ``op`` again while other threads keep flagging it (Kafka's retry loop)."""
-    lock = op._op_lock
     cdef bint completed = False
     while tw_load_u8(&op._retry) and not tw_load_u8(&op._done):
-        if not _try_acquire(lock):
+        if not _op_try_acquire(op):
             return completed
         tw_store_u8(&op._retry, 0)
         tw_store_ul(&op._holder, ident)
@@ -52,7 +50,7 @@ cdef bint _retry(DelayedOperation op, unsigned long ident) except -1:
                 completed = True
         finally:
             tw_store_ul(&op._holder, 0)
-            _release(lock)
+            _op_release(op)
     return completed
 
 
@@ -78,8 +76,7 @@ cdef object _watch(
     cdef Py_ssize_t pending
     error = None
     tw_store_u8(&operation._submitted, 1)
-    lock = operation._op_lock
-    _acquire(lock)
+    _op_acquire(operation)
     tw_store_ul(&operation._holder, ident)
     try:
         if _try_complete(operation):
@@ -107,7 +104,7 @@ cdef object _watch(
             error = exc
     finally:
         tw_store_ul(&operation._holder, 0)
-        _release(lock)
+        _op_release(operation)
     if tw_load_u8(&operation._retry) and not tw_load_u8(&operation._done):
         # A check found the lock taken while we held it: try for it.
         try:
@@ -165,13 +162,12 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
         if state == _NOT_READY:
             continue
         op = <DelayedOperation>p
-        lock = op._op_lock
         if not tw_load_u8(&op._trylock):
-            _acquire(lock)  # a shared lock: wait for it
-        elif not _locked(lock):
+            _op_acquire(op)  # a shared lock: wait for it
+        elif not _op_locked(op):
             # Free a moment ago (if another thread took it meanwhile, this
             # waits for it, which is merely slower).
-            _acquire(lock)
+            _op_acquire(op)
         elif not _hand_off(op):
             continue  # its holder tries again for us
         tw_store_ul(&op._holder, ident)
@@ -185,7 +181,7 @@ cdef object _check(_PurgatoryCore self, _Shard shard, object key, list ops):
                 self._log_error(op, exc)
         finally:
             tw_store_ul(&op._holder, 0)
-            _release(lock)
+            _op_release(op)
         if tw_load_u8(&op._retry):
             # Flagged by another thread while we held the lock (or before):
             # try again.  The flag is cleared under the lock only by the
@@ -568,6 +564,6 @@ cdef DelayedOperation _fresh(type cls, object delay_ms):
     # __init__ would set them; only the delay and the lock remain.
     cdef DelayedOperation op = cls.__new__(cls)
     _delay_to_ns(delay_ms, op)  # the delay_ms setter, without the attribute lookup
-    op._op_lock = _Lock.__new__(_Lock)  # _allocate_lock(), without the call
+    _op_lock_private(op)
     tw_store_u8(&op._trylock, 1)
     return op

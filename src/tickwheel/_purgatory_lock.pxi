@@ -265,4 +265,75 @@ cdef inline bint _locked(object lock) except -1:
     return bool(lock.locked())
 
 
+# -- the operations' private lock ------------------------------------------------
+# Most operations never meet a second thread at their lock, so on a GIL
+# build an operation's private lock starts as a flag in the operation
+# (_oplocked, with _oplock None) and becomes a _Lock only when code asks
+# for it as an object (DelayedOperation.lock) or a thread must wait for it
+# (its holder released the GIL inside a hook).  The _Lock starts in the
+# flag's state, and from then on every path uses it: each one reads _oplock
+# again on every call, never keeping it across code that can release the
+# GIL.  Free-threaded builds make the _Lock at once (its PyMutex is what
+# guards the state there).
+
+
+cdef inline int _op_lock_private(DelayedOperation op) except -1:
+    # A new private lock: the inline flag, or a _Lock on free-threaded builds.
+    if TW_FT_LOCKS:
+        op._oplock = _Lock.__new__(_Lock)  # _allocate_lock(), without the call
+    else:
+        op._oplock = None
+    op._oplocked = False
+    return 0
+
+
+cdef object _op_lock_object(DelayedOperation op):
+    # The lock as an object, made now from the flag if need be.
+    lock = op._oplock
+    if lock is not None:
+        return lock
+    made = _Lock.__new__(_Lock)
+    # The allocation may run a collection, and so other threads' code:
+    # read the operation again after it.
+    lock = op._oplock
+    if lock is not None:
+        return lock
+    (<_Lock>made)._locked = op._oplocked
+    op._oplock = made
+    return made
+
+
+cdef inline int _op_acquire(DelayedOperation op) except -1:
+    if not TW_FT_LOCKS and op._oplock is None:
+        if not op._oplocked:
+            op._oplocked = True
+            return 0
+        return _acquire(_op_lock_object(op))  # held elsewhere: wait on a _Lock
+    return _acquire(op._oplock)
+
+
+cdef inline bint _op_try_acquire(DelayedOperation op) except -1:
+    if not TW_FT_LOCKS and op._oplock is None:
+        if op._oplocked:
+            return False
+        op._oplocked = True
+        return True
+    return _try_acquire(op._oplock)
+
+
+cdef inline int _op_release(DelayedOperation op) except -1:
+    if not TW_FT_LOCKS and op._oplock is None:
+        if not op._oplocked:
+            raise RuntimeError("release unlocked lock")
+        op._oplocked = False
+        return 0
+    return _release(op._oplock)
+
+
+cdef inline bint _op_locked(DelayedOperation op) except -1:
+    if not TW_FT_LOCKS and op._oplock is None:
+        return op._oplocked
+    return _locked(op._oplock)
+
+
 cdef object _allocate_lock = _Lock

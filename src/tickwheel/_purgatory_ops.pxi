@@ -79,11 +79,12 @@ cdef int _op_init(DelayedOperation self, object delay_ms, object lock) except -1
     # cost of creating an operation.
     _delay_to_ns(delay_ms, self)  # the delay_ms setter, without the lookup
     if lock is None:
-        self._op_lock = _Lock.__new__(_Lock)  # _allocate_lock(), without the call
+        _op_lock_private(self)
         tw_store_u8(&self._trylock, 1)
     else:
         _check_lock(lock)
-        self._op_lock = lock
+        self._oplock = lock
+        self._oplocked = False
         tw_store_u8(&self._trylock, 0)
     # The other fields start as 0/False (C zero-initialised); __init__
     # may run again on the same object, so reset them as the twin does.
@@ -186,14 +187,13 @@ Initialize self.  See help(type(self)) for accurate signature."""
             _cancel_task(self)
             _on_complete(self)
             return True
-        lock = self._op_lock
-        _acquire(lock)
+        _op_acquire(self)
         tw_store_ul(&self._holder, _ident())
         try:
             return self._complete_locked()
         finally:
             tw_store_ul(&self._holder, 0)
-            _release(lock)
+            _op_release(self)
 
     def _complete_locked(self):
         # Caller holds the lock: the check-and-set below is atomic.
@@ -206,8 +206,7 @@ Initialize self.  See help(type(self)) for accurate signature."""
 
     def run(self):
         """Timer callback: complete the operation as expired (Kafka's ``run``)."""
-        lock = self._op_lock
-        _acquire(lock)
+        _op_acquire(self)
         tw_store_ul(&self._holder, _ident())
         try:
             if tw_load_u8(&self._done):
@@ -218,18 +217,19 @@ Initialize self.  See help(type(self)) for accurate signature."""
             _on_expiration(self)
         finally:
             tw_store_ul(&self._holder, 0)
-            _release(lock)
+            _op_release(self)
 
     def _withdraw(self):
         """Withdraw (never to complete), cancel the timeout; True iff it was open."""
         if tw_load_ul(&self._holder) == _ident():
             return self._withdraw_locked()
-        with self._op_lock:
-            tw_store_ul(&self._holder, _ident())
-            try:
-                return self._withdraw_locked()
-            finally:
-                tw_store_ul(&self._holder, 0)
+        _op_acquire(self)
+        tw_store_ul(&self._holder, _ident())
+        try:
+            return self._withdraw_locked()
+        finally:
+            tw_store_ul(&self._holder, 0)
+            _op_release(self)
 
     def _withdraw_locked(self):
         if tw_load_u8(&self._done):
@@ -263,7 +263,13 @@ Initialize self.  See help(type(self)) for accurate signature."""
         threads wait for it rather than leave a retry to its holder.
         """
         tw_store_u8(&self._trylock, 0)
-        return self._op_lock
+        return _op_lock_object(self)
+
+    @property
+    def _op_lock(self):
+        # The twin's attribute: the lock object (made now while the lock is
+        # still the inline flag), without handing it out (tests read it).
+        return _op_lock_object(self)
 
     # The flags under the pure twin's attribute names, read-only: tests,
     # purgatory.py's purge and bench/stress.py read them from Python.
