@@ -798,6 +798,11 @@ def _recording(cls):
             self.polls.append((threading.current_thread().name, got))
             return got
 
+        def _expire_own(self):  # the idle worker's poll, under the lock
+            batch = super()._expire_own()
+            self.polls.append((threading.current_thread().name, bool(batch)))
+            return batch
+
     return Recording
 
 
@@ -930,6 +935,53 @@ def test_system_advance_clock_true_after_a_cascade_only_poll(timers, fake_clock)
         fake_clock.advance_ms(2)
         assert timer.advance_clock(0) is True and ran == ["x"]
         timer._check()
+    finally:
+        timer.close()
+
+
+class _WatchedLock:
+    """A lock that records who started each acquire, and whether it blocks."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started: list[tuple[str, bool]] = []
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        self.started.append((threading.current_thread().name, blocking))
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def test_the_idle_worker_never_waits_for_the_handover_holding_the_lock(
+    timers, fake_clock, no_thread_leak
+):
+    """`_handover` is taken before the lock by every poller; the idle worker
+    polls under the lock and only tries it there.  While another thread
+    holds it (the reaper, polling), the worker waits for it with the lock
+    let go: waiting with the lock held would deadlock against them."""
+    timer = _recording(timers.SystemTimer)(name="h", clock=fake_clock)
+    handover = timer._handover = _WatchedLock()
+    ran = threading.Event()
+    try:
+        timer.schedule(10, ran.set)
+        with handover:
+            fake_clock.advance_ms(10)
+            timer._on_wake()
+            assert _until(lambda: ("h-executor", True) in handover.started)
+            assert timer._cond.acquire(timeout=10)  # the worker let the lock go
+            timer._cond.release()
+            assert not ran.is_set()
+        assert ran.wait(10)
+        assert ("h-executor", True) in timer.polls
+        assert len(timer) == 0
     finally:
         timer.close()
 

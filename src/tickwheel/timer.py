@@ -75,8 +75,8 @@ function that touches it after `_init_sync`:
 | `_worker_idle` | `_work` | `_on_wake` | the lock |
 | `_reaper_parked` | `_reap` | `_on_wake` | the lock |
 | `_batches` | `_expire_due`, `_work`, `_close` | | the lock (+ `_handover`) |
-| `_handover` | `_expire_due`, `_close` | | itself |
-| `_processed` | `_expire_due` | `advance_clock` | nothing (see below) |
+| `_handover` | `_expire_due`, `_expire_own`, `_close` | | itself |
+| `_processed` | `_expire_due`, `_expire_own` | `advance_clock` | nothing (see below) |
 | `_processed_seen` | `advance_clock` | | the driver |
 | `_undone` | `_expire_due`, `_run_batch`, `_close` | `advance_clock` | see below |
 
@@ -84,8 +84,9 @@ function that touches it after `_init_sync`:
   reaper.  `_reaper_parked`: the backup reaper sleeps untimed while nothing
   is pending, so add() must wake it.
 - `_handover` is held across poll + append to `_batches`, so batches reach
-  the worker in deadline order whichever thread polled.  It is always taken
-  before the lock, never while holding it.
+  the worker in deadline order whichever thread polled.  It is taken before
+  the lock, never waited for while holding it: the idle worker, which polls
+  under the lock (`_expire_own`), only tries it.
 - `_processed` counts due buckets processed by any thread, `_processed_seen`
   how many of them advance_clock has reported: a bucket another thread
   processed since the last call makes the next call return True, so Kafka's
@@ -348,9 +349,10 @@ class SystemTimer(TimerCore):
                     if idle_work and _idle_for_cascade(self, due_in):
                         # Idle until the next bucket: move a chunk of the next
                         # big overflow bucket down now (see precascade).
-                        idle_work = self._cascade_chunk()
-                        # Re-read the queue: an add() may have notified
-                        # while the lock was released.
+                        idle_work = _cascade_chunk(self)
+                        # Re-read the queue: time passed, and after a full
+                        # chunk the lock was let go (an add() may have
+                        # notified meanwhile).
                         continue
                     self._sleep(cond, due_in)
                     idle_work = True
@@ -369,25 +371,6 @@ class SystemTimer(TimerCore):
             until = at_ms * _NS_PER_MS - self.now_ns
             due_in = until if due_in is None else min(due_in, until)
         cond.wait(None if due_in is None else due_in / 1e9)
-
-    def _cascade_chunk(self) -> bool:
-        """One chunk of early cascading, outside the lock; True iff more may follow.
-
-        Called with the lock held (by the reaper, or the idle worker).  The
-        lock is released so that add() and close() are never kept waiting,
-        and the GIL is yielded after the chunk: without that, this thread
-        keeps it until the interpreter's switch interval (5 ms) forces it
-        out, and a thread woken meanwhile (the one that runs due tasks, or
-        one calling add) waits that long.
-        """
-        self._cond.release()
-        try:
-            more = _precascade_chunk(self)
-            if more:
-                time.sleep(0)
-            return more
-        finally:
-            self._cond.acquire()
 
     def _expire_due(self, reraise: bool = False) -> bool:
         # One clock reading for both the count and the poll: with two, a
@@ -419,6 +402,41 @@ class SystemTimer(TimerCore):
             return True
         return False
 
+    def _expire_own(self) -> list[TimerTask]:
+        """The idle worker's poll, under the lock (kept): the batch to run now.
+
+        No hand-over through `_batches` (none is queued: the worker took
+        them all first) and no notify to itself: a wake-up of the worker is
+        mostly this path, on caches gone cold while it slept (bench/README.md,
+        "The purgatory, Kafka's workload").  `_handover` is only tried, the
+        lock being held: while the reaper polls, the worker polls as it does
+        (`_expire_due`, outside the lock) and returns [].
+        """
+        handover = self._handover
+        try:
+            if not handover.acquire(False):
+                self._cond.release()
+                try:
+                    self._expire_due()  # appends to _batches
+                finally:
+                    self._cond.acquire()
+                return []
+            try:
+                now_ms = self.now_ms  # one reading, as in _expire_due
+                nxt = self.next_expiration_ms
+                if nxt is not None and nxt <= now_ms:
+                    self._processed += 1
+                return self._take_due(now_ms)
+            finally:
+                handover.release()
+        except BaseException:  # the worker must survive anything
+            self._cond.release()  # (a logging handler may add to this timer)
+            try:
+                logger.exception("tickwheel worker %r: error while expiring", self.name)
+            finally:
+                self._cond.acquire()
+            return []
+
     # -- running expired tasks -----------------------------------------------
     def _dispatch(self, batch: list[TimerTask], reraise: bool = False) -> None:
         executor = self._executor
@@ -448,18 +466,6 @@ class SystemTimer(TimerCore):
                 # A task raised SystemExit/KeyboardInterrupt-like exceptions;
                 # the rest of the batch is still expired, so loop and go on.
                 logger.exception("tickwheel timer %r: task aborted", self.name)
-
-    def _run_one(self, task: TimerTask) -> None:
-        """Run one due task on a pool thread (cancelled if the timer closed)."""
-        if self.closed:
-            task.cancel()
-            return
-        try:
-            self._run((task,), self._on_error)
-        except BaseException:
-            # SystemExit/KeyboardInterrupt-like: the task is done; a pool
-            # thread would only hide it in the Future nobody looks at.
-            logger.exception("tickwheel timer %r: task aborted", self.name)
 
     def _work(self) -> None:
         """The default executor's worker: runs the batches, in order.
@@ -495,18 +501,13 @@ class SystemTimer(TimerCore):
                         continue
                     due_in = _due_in_ns(self)
                     if due_in is not None and due_in <= 0:
-                        cond.release()
-                        try:
-                            self._expire_due()  # appends to batches
-                        except BaseException:  # the worker must survive anything
-                            logger.exception(
-                                "tickwheel worker %r: error while expiring", self.name
-                            )
-                        finally:
-                            cond.acquire()
+                        batch = self._expire_own()
+                        if batch:
+                            self._worker_idle = False
+                            break
                         continue
                     if idle_work and _idle_for_cascade(self, due_in):
-                        idle_work = self._cascade_chunk()
+                        idle_work = _cascade_chunk(self)
                         continue
                     if not keeps_time:
                         look = False
@@ -686,18 +687,48 @@ def _idle_for_cascade(timer: SystemTimer, due_in: int | None) -> bool:
     return timer._cascade_early and due_in is not None and due_in >= _CASCADE_IDLE_NS
 
 
+def _cascade_chunk(timer: SystemTimer) -> bool:
+    """One chunk of early cascading; True iff more may follow.
+
+    Called with the timer's lock held (by the reaper, or the idle worker), and
+    kept for the chunk, about 10 µs compiled: under a GIL no other
+    thread runs meanwhile anyway, and an add() that must wake this
+    thread waits no longer than that.  After a full chunk (the pass goes
+    on) the lock and the GIL are yielded: without that, this thread
+    keeps the GIL until the interpreter's switch interval (5 ms) forces
+    it out, and a thread woken meanwhile (the one that runs due tasks,
+    or one calling add) waits that long.
+    """
+    try:
+        more = _precascade_chunk(timer)
+    except BaseException:
+        timer._cond.release()  # (a logging handler may add to this timer)
+        try:
+            logger.exception("tickwheel timer %r: early cascade disabled", timer.name)
+        finally:
+            timer._cond.acquire()
+        return False
+    if more:
+        timer._cond.release()
+        try:
+            time.sleep(0)
+        finally:
+            timer._cond.acquire()
+    return more
+
+
 def _precascade_chunk(timer: SystemTimer) -> bool:
     """precascade() one chunk; True iff it looked at a whole chunk (the
     pass may go on).  A shorter one ended the pass: the caller waits next,
     rather than calling again for nothing and yielding the GIL twice.  An
-    error in it turns early cascading off (Kafka's way from then on), never
-    kills the calling thread (the reaper or the executor's worker)."""
+    error in it turns early cascading off (Kafka's way from then on) and
+    is raised for the caller to log, which never kills the calling thread
+    (the reaper or the executor's worker)."""
     try:
         return timer.precascade(_CASCADE_CHUNK) >= _CASCADE_CHUNK
     except BaseException:
         timer._cascade_early = False
-        logger.exception("tickwheel timer %r: early cascade disabled", timer.name)
-        return False
+        raise
 
 
 def _submit(
@@ -718,11 +749,10 @@ def _submit(
         _fan_out(timer, executor, batch, workers)
         return
     submit = executor.submit
-    run_one = timer._run_one
     i = 0
     try:
         for task in batch:
-            submit(run_one, task)
+            submit(_run_one, timer, task)
             i += 1
     except RuntimeError:
         # The executor was shut down under us: nothing may be lost
@@ -757,7 +787,20 @@ def _drain(timer: SystemTimer, queue: deque[TimerTask]) -> None:
             task = pop()  # atomic: each task goes to one runner
         except IndexError:
             return
-        timer._run_one(task)
+        _run_one(timer, task)
+
+
+def _run_one(timer: SystemTimer, task: TimerTask) -> None:
+    """Run one due task on a pool thread (cancelled if the timer closed)."""
+    if timer.closed:
+        task.cancel()
+        return
+    try:
+        timer._run((task,), timer._on_error)
+    except BaseException:
+        # SystemExit/KeyboardInterrupt-like: the task is done; a pool
+        # thread would only hide it in the Future nobody looks at.
+        logger.exception("tickwheel timer %r: task aborted", timer.name)
 
 
 def _refused(timer: SystemTimer, tasks: list[TimerTask]) -> None:
