@@ -1231,3 +1231,59 @@ def test_system_pool_refusing_mid_batch_cancels_and_logs_the_rest(
     assert [t.done for t in tasks] == [i in ran for i in range(5)]
     assert sum(t.cancelled for t in tasks) == refused and len(timer) == 0
     assert (f"refused {refused} due task(s)" in caplog.text) == bool(refused)
+
+
+@pytest.mark.parametrize("where", ["poll", "cascade"])
+def test_an_error_in_the_idle_workers_step_is_logged_with_its_lock_let_go(
+    timers, fake_clock, no_thread_leak, where
+):
+    """The worker logs an error in its poll, or in early cascading, with the
+    timer's lock let go: a logging handler that adds a due task to the timer
+    (which wakes the thread keeping time, under that lock) would otherwise
+    deadlock the worker.  The handler adds from a helper thread and waits
+    for it a while, so a lock kept fails this test instead of hanging it."""
+    timer = timers.SystemTimer(name="log", clock=fake_clock)
+    message = "error while expiring" if where == "poll" else "early cascade disabled"
+    added = threading.Event()
+    adds_done: list[bool] = []
+
+    class Adding(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if message in record.getMessage():
+                helper = threading.Thread(target=timer.schedule, args=(0, added.set))
+                helper.start()
+                helper.join(5)
+                adds_done.append(not helper.is_alive())
+
+    if where == "poll":
+        take_due = timer._take_due
+        failed = []
+
+        def broken(now_ms):
+            if not failed:
+                failed.append(now_ms)
+                raise MemoryError("simulated")
+            return take_due(now_ms)
+
+        timer._take_due = broken
+    else:
+
+        def broken(max_entries=256):
+            raise MemoryError("simulated")
+
+        timer.precascade = broken
+    handler = Adding()
+    log = logging.getLogger("tickwheel")
+    log.addHandler(handler)
+    try:
+        done = threading.Event()
+        timer.schedule(50, done.set)
+        timer.schedule(0, lambda: None)  # the worker polls now, then idles
+        assert added.wait(10)  # the handler's task ran: the worker went on
+        assert adds_done == [True]  # and the add did not wait for the worker
+        fake_clock.advance_ms(50)
+        timer._on_wake()
+        assert done.wait(10)
+    finally:
+        log.removeHandler(handler)
+        timer.close()

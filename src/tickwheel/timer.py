@@ -76,7 +76,7 @@ function that touches it after `_init_sync`:
 | `_reaper_parked` | `_reap` | `_on_wake` | the lock |
 | `_batches` | `_expire_due`, `_work`, `_close` | | the lock (+ `_handover`) |
 | `_handover` | `_expire_due`, `_expire_own`, `_close` | | itself |
-| `_processed` | `_expire_due`, `_expire_own` | `advance_clock` | nothing (see below) |
+| `_processed` | `_poll_counted` | `advance_clock` | nothing (see below) |
 | `_processed_seen` | `advance_clock` | | the driver |
 | `_undone` | `_expire_due`, `_run_batch`, `_close` | `advance_clock` | see below |
 
@@ -372,7 +372,8 @@ class SystemTimer(TimerCore):
             due_in = until if due_in is None else min(due_in, until)
         cond.wait(None if due_in is None else due_in / 1e9)
 
-    def _expire_due(self, reraise: bool = False) -> bool:
+    def _poll_counted(self) -> list[TimerTask]:
+        # Every poll: what is due now, a due bucket counted in _processed.
         # One clock reading for both the count and the poll: with two, a
         # bucket falling due between them (the driver moves a manual clock,
         # or real time passes) was polled but not counted, and a drain loop
@@ -381,19 +382,22 @@ class SystemTimer(TimerCore):
         nxt = self.next_expiration_ms
         if nxt is not None and nxt <= now_ms:
             self._processed += 1
+        return self._take_due(now_ms)
+
+    def _expire_due(self, reraise: bool = False) -> bool:
         if self._executor is None:
             # The worker's queue: append each batch while still holding the
             # lock under which it was polled (the reaper, advance_clock's
             # caller and the worker itself all poll), so batches stay in
             # order.  Nothing is ever left in _undone on this path.
             with self._handover:
-                batch = self._take_due(now_ms)
+                batch = self._poll_counted()
                 if batch:
                     with self._cond:
                         self._batches.append(batch)
                         self._work_cond.notify()
             return bool(batch)
-        batch = self._take_due(now_ms)
+        batch = self._poll_counted()
         if self._undone:
             batch = self._undone + batch
             self._undone = []
@@ -415,26 +419,16 @@ class SystemTimer(TimerCore):
         handover = self._handover
         try:
             if not handover.acquire(False):
-                self._cond.release()
-                try:
+                with _LetGo(self._cond):
                     self._expire_due()  # appends to _batches
-                finally:
-                    self._cond.acquire()
                 return []
             try:
-                now_ms = self.now_ms  # one reading, as in _expire_due
-                nxt = self.next_expiration_ms
-                if nxt is not None and nxt <= now_ms:
-                    self._processed += 1
-                return self._take_due(now_ms)
+                return self._poll_counted()
             finally:
                 handover.release()
         except BaseException:  # the worker must survive anything
-            self._cond.release()  # (a logging handler may add to this timer)
-            try:
+            with _LetGo(self._cond):  # (a logging handler may add to this timer)
                 logger.exception("tickwheel worker %r: error while expiring", self.name)
-            finally:
-                self._cond.acquire()
             return []
 
     # -- running expired tasks -----------------------------------------------
@@ -702,19 +696,28 @@ def _cascade_chunk(timer: SystemTimer) -> bool:
     try:
         more = _precascade_chunk(timer)
     except BaseException:
-        timer._cond.release()  # (a logging handler may add to this timer)
-        try:
+        with _LetGo(timer._cond):  # (a logging handler may add to this timer)
             logger.exception("tickwheel timer %r: early cascade disabled", timer.name)
-        finally:
-            timer._cond.acquire()
         return False
     if more:
-        timer._cond.release()
-        try:
+        with _LetGo(timer._cond):
             time.sleep(0)
-        finally:
-            timer._cond.acquire()
     return more
+
+
+class _LetGo:
+    """``with _LetGo(lock):`` a held lock let go for the block, taken back after."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: threading.Condition) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        self._lock.release()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.acquire()
 
 
 def _precascade_chunk(timer: SystemTimer) -> bool:
