@@ -447,9 +447,9 @@ def test_a_short_precascade_chunk_ends_the_idle_threads_pass(
         _load(timer, 2_000)
         fake_clock.advance_ms(1_000)
         timer.advance_clock(0)  # the slot at 800 cascades; level 1 reaches 1400
-        more = [timers.timer._precascade_chunk(timer)]
+        more = [timers.core._precascade_chunk(timer, chunk)]
         while more[-1]:
-            more.append(timers.timer._precascade_chunk(timer))
+            more.append(timers.core._precascade_chunk(timer, chunk))
         assert len(more) > 1  # a level-2 slot of ~800 tasks: several chunks
         assert more == [n >= chunk for n in looked]
         assert looked[-1] < chunk  # the pass ended on a short chunk ...

@@ -793,13 +793,8 @@ def _recording(cls):
             self.polls = []
             super().__init__(*args, **kwargs)
 
-        def _expire_due(self, reraise=False):
-            got = super()._expire_due(reraise)
-            self.polls.append((threading.current_thread().name, got))
-            return got
-
-        def _expire_own(self):  # the idle worker's poll, under the lock
-            batch = super()._expire_own()
+        def _take_due(self, now_ms, step=False):  # every poll, whoever polls
+            batch = super()._take_due(now_ms, step)
             self.polls.append((threading.current_thread().name, bool(batch)))
             return batch
 

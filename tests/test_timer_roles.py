@@ -78,10 +78,20 @@ ROLES = _table("| role | loop | exists when | waits on | woken by |")
 STATE = _table("| state | written by | read by | guarded by |")
 
 
+def _core_writers(cell: str) -> set[str]:
+    """The names in a "written by" cell that are the core's functions (the
+    time keeper's steps, compiled), written ``(the core's)``."""
+    if not cell.endswith("(the core's)"):
+        return set()
+    names = _names(cell)
+    assert all(callable(getattr(timer.core, name, None)) for name in names), cell
+    return names
+
+
 def test_timer_roles_every_name_in_the_tables_is_in_the_code():
     methods = _methods()
     attrs = set().union(*(_self_attrs(f) for f in methods.values()))
-    module_names = set(vars(timer))
+    module_names = set(vars(timer)) | set().union(*(_core_writers(r[1]) for r in STATE))
     rows = ROLES + STATE + _table("| executor | reaper | keeps time | runs the tasks |")
     for row in rows:
         for name in _names(" ".join(row)):
@@ -131,7 +141,7 @@ def test_timer_roles_the_notifies_are_exactly_the_woken_by_cells():
 @pytest.mark.parametrize("row", STATE, ids=[row[0] for row in STATE])
 def test_timer_roles_state_is_touched_by_the_functions_in_its_row(row):
     (attr,) = _names(row[0])
-    writers, readers = _names(row[1]), _names(row[2])
+    writers, readers = _names(row[1]) - _core_writers(row[1]), _names(row[2])
     methods = _methods()
     touching = {
         name

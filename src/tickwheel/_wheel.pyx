@@ -120,6 +120,7 @@ include "_wheel_expiry.pxi"
 include "_wheel_precascade.pxi"
 include "_wheel_fastcall.pxi"
 include "_wheel_loop.pxi"
+include "_wheel_keeper.pxi"
 
 
 # -- installed methods ----------------------------------------------------------

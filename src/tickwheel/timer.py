@@ -57,7 +57,8 @@ Who waits (one row per waiting thread; a thread waits on one condition only):
   sharing one deque when the pool has fewer threads than the bucket has
   tasks) run on the executor's threads and never wait on these conditions.
 
-Who keeps time (polls due buckets through `_expire_due`), who runs the tasks:
+Who keeps time (polls due buckets: `_expire_due`, or the idle worker's
+`_work` through the core's `_keep_time`), who runs the tasks:
 
 | executor | reaper | keeps time | runs the tasks |
 |---|---|---|---|
@@ -75,8 +76,8 @@ function that touches it after `_init_sync`:
 | `_worker_idle` | `_work` | `_on_wake` | the lock |
 | `_reaper_parked` | `_reap` | `_on_wake` | the lock |
 | `_batches` | `_expire_due`, `_work`, `_close` | | the lock (+ `_handover`) |
-| `_handover` | `_expire_due`, `_expire_own`, `_close` | | itself |
-| `_processed` | `_poll_counted` | `advance_clock` | nothing (see below) |
+| `_handover` | `_expire_due`, `_work`, `_close` | | itself |
+| `_processed` | `_poll_counted`, `_keep_time` (the core's) | `advance_clock` | – |
 | `_processed_seen` | `advance_clock` | | the driver |
 | `_undone` | `_expire_due`, `_run_batch`, `_close` | `advance_clock` | see below |
 
@@ -86,8 +87,9 @@ function that touches it after `_init_sync`:
 - `_handover` is held across poll + append to `_batches`, so batches reach
   the worker in deadline order whichever thread polled.  It is taken before
   the lock, never waited for while holding it: the idle worker, which polls
-  under the lock (`_expire_own`), only tries it.
-- `_processed` counts due buckets processed by any thread, `_processed_seen`
+  under the lock (the core's `_keep_time`), only tries it.
+- `_processed` counts due buckets processed by any thread (every poll counts
+  in the core's `_poll_counted` or `_keep_time`), `_processed_seen`
   how many of them advance_clock has reported: a bucket another thread
   processed since the last call makes the next call return True, so Kafka's
   drain loop never stops with cascaded tasks pending.  Only ``!=`` between
@@ -372,18 +374,6 @@ class SystemTimer(TimerCore):
             due_in = until if due_in is None else min(due_in, until)
         cond.wait(None if due_in is None else due_in / 1e9)
 
-    def _poll_counted(self) -> list[TimerTask]:
-        # Every poll: what is due now, a due bucket counted in _processed.
-        # One clock reading for both the count and the poll: with two, a
-        # bucket falling due between them (the driver moves a manual clock,
-        # or real time passes) was polled but not counted, and a drain loop
-        # on advance_clock stopped with that bucket's cascaded tasks pending.
-        now_ms = self.now_ms
-        nxt = self.next_expiration_ms
-        if nxt is not None and nxt <= now_ms:
-            self._processed += 1
-        return self._take_due(now_ms)
-
     def _expire_due(self, reraise: bool = False) -> bool:
         if self._executor is None:
             # The worker's queue: append each batch while still holding the
@@ -391,13 +381,13 @@ class SystemTimer(TimerCore):
             # caller and the worker itself all poll), so batches stay in
             # order.  Nothing is ever left in _undone on this path.
             with self._handover:
-                batch = self._poll_counted()
+                batch = core._poll_counted(self)
                 if batch:
                     with self._cond:
                         self._batches.append(batch)
                         self._work_cond.notify()
             return bool(batch)
-        batch = self._poll_counted()
+        batch = core._poll_counted(self)
         if self._undone:
             batch = self._undone + batch
             self._undone = []
@@ -405,31 +395,6 @@ class SystemTimer(TimerCore):
             self._dispatch(batch, reraise)
             return True
         return False
-
-    def _expire_own(self) -> list[TimerTask]:
-        """The idle worker's poll, under the lock (kept): the batch to run now.
-
-        No hand-over through `_batches` (none is queued: the worker took
-        them all first) and no notify to itself: a wake-up of the worker is
-        mostly this path, on caches gone cold while it slept (bench/README.md,
-        "The purgatory, Kafka's workload").  `_handover` is only tried, the
-        lock being held: while the reaper polls, the worker polls as it does
-        (`_expire_due`, outside the lock) and returns [].
-        """
-        handover = self._handover
-        try:
-            if not handover.acquire(False):
-                with _LetGo(self._cond):
-                    self._expire_due()  # appends to _batches
-                return []
-            try:
-                return self._poll_counted()
-            finally:
-                handover.release()
-        except BaseException:  # the worker must survive anything
-            with _LetGo(self._cond):  # (a logging handler may add to this timer)
-                logger.exception("tickwheel worker %r: error while expiring", self.name)
-            return []
 
     # -- running expired tasks -----------------------------------------------
     def _dispatch(self, batch: list[TimerTask], reraise: bool = False) -> None:
@@ -472,14 +437,21 @@ class SystemTimer(TimerCore):
         Without a reaper it polls only after a batch, what came due while
         that ran (nobody else would until the next advance_clock).  Either
         way it cascades early while it has nothing else to do.
+
+        Its idle turn is one call to the core's ``_keep_time``, compiled: a
+        wake-up of the worker is mostly that call, on caches gone cold while
+        it slept (bench/README.md, "The purgatory, Kafka's workload").  It
+        polls under the lock, kept (no hand-over through `_batches`, none
+        being queued, and no notify to itself) and only tries `_handover`
+        there; else it cascades a chunk early, else it says how long to sleep.
         """
         cond = self._work_cond
         batches = self._batches
         keeps_time = self._worker_keeps_time
+        keep_time = core._keep_time
         look = keeps_time  # poll and cascade early now?
         while True:
             with cond:
-                idle_work = True
                 self._worker_idle = keeps_time
                 while True:
                     if self._stopping:
@@ -487,29 +459,44 @@ class SystemTimer(TimerCore):
                         return
                     if batches:
                         batch = batches.popleft()
-                        self._worker_idle = False
                         break
                     if not look:
                         cond.wait()
                         look = keeps_time
                         continue
-                    due_in = _due_in_ns(self)
-                    if due_in is not None and due_in <= 0:
-                        batch = self._expire_own()
-                        if batch:
-                            self._worker_idle = False
+                    chunk = _CASCADE_CHUNK if self._cascade_early else 0
+                    try:
+                        turn = keep_time(self, self._handover, chunk, _CASCADE_IDLE_NS)
+                    except BaseException:  # the worker must survive anything
+                        self._turn_failed(chunk)
+                        continue
+                    if isinstance(turn, list):  # polled: run it (if any)
+                        if turn:
+                            batch = turn
                             break
-                        continue
-                    if idle_work and _idle_for_cascade(self, due_in):
-                        idle_work = _cascade_chunk(self)
-                        continue
-                    if not keeps_time:
+                    elif turn is False:  # the reaper polls: poll after it
+                        with _LetGo(cond):
+                            self._expire_due()  # appends to _batches
+                    elif turn == 0:  # a whole chunk cascaded: yield, go on
+                        with _LetGo(cond):
+                            time.sleep(0)
+                    elif not keeps_time:
                         look = False
-                        continue
-                    self._sleep(cond, due_in)
-                    idle_work = True
+                    else:  # sleep until due (None: until woken)
+                        cond.wait(None if turn is None else turn / 1e9)
+                self._worker_idle = False
             self._run_batch(batch)
             look = True
+
+    def _turn_failed(self, chunk: int) -> None:
+        """Log an error raised by the idle worker's turn with the lock let go
+        (a logging handler may add to this timer)."""
+        if chunk and not self._cascade_early:  # the core turned it off
+            message = "tickwheel timer %r: early cascade disabled"
+        else:
+            message = "tickwheel worker %r: error while expiring"
+        with _LetGo(self._work_cond):
+            logger.exception(message, self.name)
 
     # -- public API -----------------------------------------------------------
     def advance_clock(self, timeout_ms: int | float = 0) -> bool:
@@ -694,7 +681,7 @@ def _cascade_chunk(timer: SystemTimer) -> bool:
     or one calling add) waits that long.
     """
     try:
-        more = _precascade_chunk(timer)
+        more = core._precascade_chunk(timer, _CASCADE_CHUNK)
     except BaseException:
         with _LetGo(timer._cond):  # (a logging handler may add to this timer)
             logger.exception("tickwheel timer %r: early cascade disabled", timer.name)
@@ -718,20 +705,6 @@ class _LetGo:
 
     def __exit__(self, *exc_info: object) -> None:
         self._lock.acquire()
-
-
-def _precascade_chunk(timer: SystemTimer) -> bool:
-    """precascade() one chunk; True iff it looked at a whole chunk (the
-    pass may go on).  A shorter one ended the pass: the caller waits next,
-    rather than calling again for nothing and yielding the GIL twice.  An
-    error in it turns early cascading off (Kafka's way from then on) and
-    is raised for the caller to log, which never kills the calling thread
-    (the reaper or the executor's worker)."""
-    try:
-        return timer.precascade(_CASCADE_CHUNK) >= _CASCADE_CHUNK
-    except BaseException:
-        timer._cascade_early = False
-        raise
 
 
 def _submit(

@@ -37,6 +37,7 @@ unit; this package holds none of the code and exports the names:
 :mod:`.expiry`          polling due buckets, running expired tasks
 :mod:`.precascade`      moving an overflow bucket's tasks down early
 :mod:`.loop`            _LoopHandle and the asyncio layer's hooks
+:mod:`.keeper`          the steps of SystemTimer's thread that keeps time
 :mod:`.core`            TimerCore
 ======================  =====================================================
 """
@@ -53,6 +54,9 @@ from .checks import (
 )
 from .checks import PRECASCADE_CHUNK as PRECASCADE_CHUNK
 from .core import TimerCore
+from .keeper import _keep_time as _keep_time
+from .keeper import _poll_counted as _poll_counted
+from .keeper import _precascade_chunk as _precascade_chunk
 from .levels import TimingWheel
 from .levels import _in_expiration_order as _in_expiration_order
 from .loop import _LoopHandle as _LoopHandle
