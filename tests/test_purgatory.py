@@ -662,6 +662,36 @@ def test_purgatory_append_during_scan_is_kept(kit, mock_purgatory):
     assert p.check_and_complete("k") == 1 and p.watched == 0
 
 
+def test_purgatory_a_check_frees_done_operations_with_the_list_whole(
+    kit, mock_purgatory
+):
+    """A check drops the done operations from the key's list, and may drop
+    the last reference to one: its finalizer (Python code, which may let
+    another thread scan the key) finds the list already cut to the live
+    operations, not holding the ones being freed."""
+    p = mock_purgatory
+    lengths: list[int] = []
+
+    class Finalized(kit.Op):
+        def __del__(self) -> None:
+            (ops,) = [s.watchers["k"] for s in p._shards if "k" in s.watchers]
+            lengths.append(len(ops))
+
+    other = kit.Op(1000)
+    done = [Finalized(1000) for _ in range(3)]
+    for op in [*done[:2], other, done[2]]:
+        p.try_complete_else_watch(op, ["k"])
+    for op in done:
+        op.completable = True
+    del op, done  # the watcher list holds the last references now
+    assert p.check_and_complete("k") == 3
+    assert lengths == [1, 1, 1]  # freed after the list was cut to `other`
+    p._check()
+    assert p.watched == 1 and p.delayed == 1
+    other.completable = True
+    assert p.check_and_complete("k") == 1 and p.watched == 0
+
+
 def test_purgatory_many_threads_hand_off_without_losing_events(kit, no_thread_leak):
     """Threads checking the same keys concurrently (hand-offs happen) lose no event."""
     p = kit.Purgatory("handoff", kit.MockTimer())

@@ -235,8 +235,8 @@ cdef extern from *:
         return Py_NewRef(PyList_GET_ITEM(ops, i));
     #endif
     }
-    /* A list made by PyList_New whose first n slots are filled: its
-       length is now n (the rest were never set). */
+    /* A list whose first n slots are its items now: its length is n (the
+       rest were never set, or their references were taken over). */
     static inline void tw_list_cut(PyObject *ops, Py_ssize_t n) {
         Py_SET_SIZE(ops, n);
     }
@@ -300,24 +300,42 @@ cdef extern from "Python.h":
     int tw_list_delete "PyList_SetSlice" (
         object ops, Py_ssize_t low, Py_ssize_t high, PyObject *items
     ) except -1
+    void tw_decref "Py_DECREF" (PyObject *o)
+
+
+cdef enum:
+    # _drop_done releases up to this many entries itself, past the list's
+    # end; more go through PyList_SetSlice, which also shrinks the list.
+    _DROP_FEW = 16
 
 
 cdef Py_ssize_t _drop_done(list ops) except -1:
     # Edit ``ops`` in place: the live operations moved to the front in
-    # order, the done ones deleted from the end; how many went.  Only
+    # order, the done ones dropped from the end; how many went.  Only
     # under the shard's lock while no scan reads a list of the purgatory
-    # (see _compact).  The moves run no Python code; the deletion is
-    # CPython's own, which leaves the list whole before the last decref.
+    # (see _compact).  The moves run no Python code, and the list is whole
+    # (cut to its live entries) before a dropped one is released, as that
+    # may free it and run Python code.  A check drops a few entries: they
+    # are released here, keeping the list's storage for the appends to
+    # come, where PyList_SetSlice cost ~400 instructions a check
+    # (bench/README.md, "The purgatory, Kafka's workload").
     cdef Py_ssize_t n = PyList_GET_SIZE(ops)
     cdef Py_ssize_t i, j = 0
+    cdef PyObject *few[_DROP_FEW]
     for i in range(n):
         if not tw_load_u8(&(<DelayedOperation>PyList_GET_ITEM(ops, i))._done):
             if i != j:
                 tw_list_swap(ops, i, j)
             j += 1
-    if j < n:
+    if n - j > _DROP_FEW:
         # PyList_SetSlice, not ``del ops[j:n]``: no slice object per call.
         tw_list_delete(ops, j, n, NULL)
+    elif j < n:
+        for i in range(j, n):
+            few[i - j] = PyList_GET_ITEM(ops, i)
+        tw_list_cut(ops, j)
+        for i in range(n - j):
+            tw_decref(few[i])
     return n - j
 
 
