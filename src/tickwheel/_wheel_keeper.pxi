@@ -6,8 +6,8 @@
 # The timer's own methods are called through the instance (_take_due,
 # precascade), as the driver's Python did, so a subclass or a test may
 # replace them.
-# Calls: core (TimerCore._now_ns); of the driver, only the attributes
-# named in timer.py's roles table (_processed, _cascade_early).
+# Calls: core (TimerCore._now_ns); of the driver (SystemTimer) it reads
+# and writes only its _processed count and its _cascade_early flag.
 
 
 def _poll_counted(TimerCore timer):
@@ -33,6 +33,11 @@ def _precascade_chunk(TimerCore timer, Py_ssize_t chunk):
     (``timer._cascade_early``: Kafka's way from then on) and is raised for
     the caller to log.
     """
+    return _precascade_more(timer, chunk)
+
+
+cdef bint _precascade_more(TimerCore timer, Py_ssize_t chunk) except -1:
+    # _precascade_chunk, for _keep_time without a Python call.
     try:
         return timer.precascade(chunk) >= chunk
     except BaseException:
@@ -71,7 +76,7 @@ def _keep_time(TimerCore timer, handover, Py_ssize_t chunk, int64_t idle_ns):
                     handover.release()
         if chunk <= 0 or not timed or due_in < idle_ns:
             break
-        if _precascade_chunk(timer, chunk):
+        if _precascade_more(timer, chunk):
             return 0
         chunk = 0  # the pass ended: time passed, look again, then wait
     if timer._cascade_early:
