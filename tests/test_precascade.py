@@ -198,6 +198,46 @@ def test_reaper_cascades_early_only_when_asked(
         timer.close()
 
 
+def _broken(timer: Any) -> list[int]:
+    """Make ``timer.precascade`` raise MemoryError, recording each call's
+    argument in the list returned."""
+    calls: list[int] = []
+
+    def broken(max_entries: int = 256) -> int:
+        calls.append(max_entries)
+        raise MemoryError("simulated")
+
+    timer.precascade = broken
+    return calls
+
+
+@pytest.mark.parametrize("chunk", [0, 256])
+def test_an_error_in_the_idle_turns_early_cascading_turns_it_off(
+    timers: Any, fake_clock: Any, no_thread_leak: None, chunk: int
+) -> None:
+    """The idle worker's turn (the core's ``_keep_time``) raises an error of
+    early cascading for the worker to log, and turns early cascading off;
+    with chunk 0 it never cascades."""
+    timer = timers.SystemTimer(
+        name="pc-turn-err", clock=fake_clock, reaper=False, executor="inline"
+    )
+    calls = _broken(timer)
+
+    def turn(chunk: int) -> Any:
+        return timers.core._keep_time(timer, timer._handover, chunk, 100_000)
+
+    try:
+        timer.schedule(10, lambda: None)
+        if chunk:
+            with pytest.raises(MemoryError, match="simulated"):
+                turn(chunk)
+            assert calls == [chunk] and timer._cascade_early is False
+        assert turn(0) == 10_000_000
+        assert calls == ([chunk] if chunk else [])
+    finally:
+        timer.close()
+
+
 def test_reaper_survives_an_error_in_early_cascading(
     timers: Any,
     fake_clock: Any,
@@ -207,13 +247,7 @@ def test_reaper_survives_an_error_in_early_cascading(
     clock = fake_clock
     clock.ns = 0
     timer = timers.SystemTimer(name="pc-err", clock=clock)
-    calls = []
-
-    def broken(max_entries: int = 256) -> int:
-        calls.append(max_entries)
-        raise MemoryError("simulated")
-
-    timer.precascade = broken
+    calls = _broken(timer)
     try:
         done = threading.Event()
         timer.schedule(50, done.set)
@@ -424,6 +458,21 @@ def test_the_worker_cascades_early_between_batches(
         timer.close()
 
 
+def _counted(timer: Any) -> list[int]:
+    """Make ``timer.precascade`` record what each call looked at (the list
+    returned); ``timer.precascade.__wrapped__`` is the method itself."""
+    looked: list[int] = []
+    precascade = timer.precascade
+
+    def counted(max_entries: int) -> int:
+        looked.append(precascade(max_entries))
+        return looked[-1]
+
+    counted.__wrapped__ = precascade  # type: ignore[attr-defined]
+    timer.precascade = counted
+    return looked
+
+
 def test_a_short_precascade_chunk_ends_the_idle_threads_pass(
     timers: Any, fake_clock: Any, no_thread_leak: None
 ) -> None:
@@ -435,14 +484,8 @@ def test_a_short_precascade_chunk_ends_the_idle_threads_pass(
         name="pc-chunk", clock=fake_clock, reaper=False, executor="inline"
     )
     chunk = timers.timer._CASCADE_CHUNK
-    looked: list[int] = []
-    precascade = timer.precascade
-
-    def counted(budget: int) -> int:
-        looked.append(precascade(budget))
-        return looked[-1]
-
-    timer.precascade = counted
+    looked = _counted(timer)
+    precascade = timer.precascade.__wrapped__
     try:
         _load(timer, 2_000)
         fake_clock.advance_ms(1_000)
@@ -454,5 +497,41 @@ def test_a_short_precascade_chunk_ends_the_idle_threads_pass(
         assert more == [n >= chunk for n in looked]
         assert looked[-1] < chunk  # the pass ended on a short chunk ...
         assert precascade(chunk) == 0  # ... and nothing is left of it
+    finally:
+        timer.close()
+
+
+def test_the_idle_turn_asks_for_another_chunk_after_a_whole_one(
+    timers: Any, fake_clock: Any, no_thread_leak: None
+) -> None:
+    """The idle worker's turn (the core's ``_keep_time``) cascades a chunk
+    when the next bucket is ``idle_ns`` or more away: 0 after a whole one
+    (call again), then, after a short one ended the pass, how long to wait."""
+    fake_clock.ns = 0
+    timer = timers.SystemTimer(
+        name="pc-turn", clock=fake_clock, reaper=False, executor="inline"
+    )
+    looked = _counted(timer)
+
+    def turn(idle_ns: int) -> Any:
+        return timers.core._keep_time(timer, timer._handover, 64, idle_ns)
+
+    try:
+        _load(timer, 2_000)
+        fake_clock.advance_ms(1_000)
+        timer.advance_clock(0)
+        pending = len(timer)
+        # Not idle long enough (the next bucket is nearer than idle_ns): no
+        # cascading, only the wait.
+        due_in = timer.next_expiration_ms * 1_000_000 - fake_clock.ns
+        assert turn(due_in + 1) == due_in and looked == []
+        turns = [turn(0)]
+        while turns[-1] == 0 and len(turns) < 1_000:
+            turns.append(turn(0))
+        assert len(turns) > 2 and set(turns[:-1]) == {0}  # whole chunks ...
+        assert looked[:-1] == [64] * (len(turns) - 1) and looked[-1] < 64
+        assert isinstance(turns[-1], int) and turns[-1] > 0  # ... then a wait
+        assert len(timer) == pending  # moved down a level, none lost or run
+        timer._check()
     finally:
         timer.close()
