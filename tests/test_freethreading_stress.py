@@ -234,6 +234,10 @@ def test_purgatory_shared_keys_check_and_expiry_race(timers):
                     "expired" if self.expired else "completed"
                 )
 
+    class OtherOp(Op):
+        """A second operation type: submitters mixing types race the
+        purgatory's check of the operation's type."""
+
     start = threading.Event()
     submitted = threading.Event()
 
@@ -243,7 +247,8 @@ def test_purgatory_shared_keys_check_and_expiry_race(timers):
         try:
             for i in range(PER_THREAD):
                 key = rnd.choice(keys)
-                op = Op(seed * PER_THREAD + i, key, rnd.randrange(1, 30))
+                kind = Op if rnd.random() < 0.5 else OtherOp
+                op = kind(seed * PER_THREAD + i, key, rnd.randrange(1, 30))
                 extra = rnd.choice(keys)
                 purg.try_complete_else_watch(op, [key, extra])
         except BaseException as exc:  # pragma: no cover

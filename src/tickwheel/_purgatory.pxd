@@ -101,7 +101,7 @@ cdef class _PurgatoryCore:
     cdef public bint _shut
     cdef public set _op_types
     # The type last found in _op_types (None at first): most purgatories
-    # watch one operation type, so the set lookup is skipped.
+    # watch one operation type, so the set lookup is skipped (GIL builds).
     cdef object _last_op_type
     # True when the timer's class keeps TimerCore's add and __len__: the
     # watch then calls them in C (set by the purgatory's __init__).
