@@ -453,15 +453,13 @@ cdef class _PurgatoryCore:
         """
         if self._shut:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        if TW_FT_LOCKS:
-            # No cache: threads would swap it unlocked (and drop the old
-            # type's reference twice); the set is safe to read there.
+        if TW_FT_LOCKS or type(operation) is not self._last_op_type:
             if type(operation) not in self._op_types:
                 self._check_op_type(operation)
-        elif type(operation) is not self._last_op_type:
-            if type(operation) not in self._op_types:
-                self._check_op_type(operation)
-            self._last_op_type = type(operation)
+            if not TW_FT_LOCKS:
+                # Free-threaded builds keep no cache: threads would swap it
+                # unlocked (and drop the old type's reference twice).
+                self._last_op_type = type(operation)
         if (
             tw_load_u8(&(<DelayedOperation>operation)._submitted)
             or _is_done(operation)

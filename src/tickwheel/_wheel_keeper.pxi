@@ -18,8 +18,15 @@ def _poll_counted(TimerCore timer):
     passes) was polled but not counted, and a drain loop on advance_clock
     stopped with that bucket's cascaded tasks pending.
     """
-    cdef int64_t now_ms = _floordiv(timer._now_ns(), NS_PER_MS)
-    nxt = timer.next_expiration_ms
+    cdef int64_t now_ns = timer._now_ns()
+    return _take_counted(timer, now_ns, timer.next_expiration_ms)
+
+
+cdef object _take_counted(TimerCore timer, int64_t now_ns, object nxt):
+    # The poll at now_ns, counted if a bucket is due: ``nxt`` is the next
+    # expiration read after that clock reading (the rule above, for both
+    # _poll_counted and _keep_time).
+    cdef int64_t now_ms = _floordiv(now_ns, NS_PER_MS)
     if nxt is not None and <int64_t>nxt <= now_ms:
         timer._processed += 1
     return timer._take_due(now_ms)
@@ -70,8 +77,7 @@ def _keep_time(TimerCore timer, handover, Py_ssize_t chunk, int64_t idle_ns):
                 if not handover.acquire(False):
                     return False
                 try:
-                    timer._processed += 1
-                    return timer._take_due(_floordiv(now_ns, NS_PER_MS))
+                    return _take_counted(timer, now_ns, nxt)
                 finally:
                     handover.release()
         if chunk <= 0 or not timed or due_in < idle_ns:

@@ -23,8 +23,15 @@ def _poll_counted(timer: _Timer) -> list[Any]:
     passes) was polled but not counted, and a drain loop on advance_clock
     stopped with that bucket's cascaded tasks pending.
     """
-    now_ms = timer.now_ns // _NS_PER_MS
-    nxt = timer.next_expiration_ms
+    now_ns = timer.now_ns
+    return _take_counted(timer, now_ns, timer.next_expiration_ms)
+
+
+def _take_counted(timer: _Timer, now_ns: int, nxt: int | None) -> list[Any]:
+    # The poll at now_ns, counted if a bucket is due: ``nxt`` is the next
+    # expiration read after that clock reading (the rule above, for both
+    # _poll_counted and _keep_time).
+    now_ms = now_ns // _NS_PER_MS
     if nxt is not None and nxt <= now_ms:
         timer._processed += 1
     return timer._take_due(now_ms)  # type: ignore[no-any-return]
@@ -68,8 +75,7 @@ def _keep_time(
             if not handover.acquire(False):
                 return False
             try:
-                timer._processed += 1
-                return timer._take_due(now_ns // _NS_PER_MS)  # type: ignore[no-any-return]
+                return _take_counted(timer, now_ns, nxt)
             finally:
                 handover.release()
         if chunk <= 0 or due_in is None or due_in < idle_ns:
